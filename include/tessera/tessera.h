@@ -1,0 +1,99 @@
+/* tessera C ABI: tensor-core GEMM (and, later, attention) for sm_80 / sm_90a.
+ *
+ * D = alpha * op(A) * op(B) + beta * C, batched, any major, any M, N, K >= 0.
+ *
+ * Every entry validates its arguments first. On invalid input it returns a status other than
+ * TESSERA_STATUS_SUCCESS, writes nothing, launches nothing, and tessera_last_error() (per host
+ * thread) names the argument and the rule that failed.
+ */
+#ifndef TESSERA_TESSERA_H_
+#define TESSERA_TESSERA_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum tessera_status_t {
+  TESSERA_STATUS_SUCCESS = 0,
+  TESSERA_STATUS_INVALID_ARGUMENT = 1,   /* an argument breaks a rule; nothing was done     */
+  TESSERA_STATUS_NOT_SUPPORTED = 2,      /* valid, but no kernel covers it (e.g. no GPU arch) */
+  TESSERA_STATUS_CUDA_ERROR = 3,         /* the CUDA runtime reported an error               */
+  TESSERA_STATUS_INTERNAL_ERROR = 4
+} tessera_status_t;
+
+typedef enum tessera_dtype_t {
+  TESSERA_DTYPE_F16 = 0,
+  TESSERA_DTYPE_BF16 = 1,
+  TESSERA_DTYPE_F32 = 2
+} tessera_dtype_t;
+
+/* How a stored matrix lies in memory. ROW_MAJOR: element (r, c) at r * ld + c. */
+typedef enum tessera_layout_t {
+  TESSERA_ROW_MAJOR = 0,
+  TESSERA_COL_MAJOR = 1
+} tessera_layout_t;
+
+typedef enum tessera_op_t {
+  TESSERA_OP_N = 0, /* use the stored matrix as it is */
+  TESSERA_OP_T = 1  /* use its transpose              */
+} tessera_op_t;
+
+/* A stored (batched) matrix: rows x cols as it lies in memory, before op(). */
+typedef struct tessera_matrix_t {
+  const void* ptr;          /* device pointer (D's is written through a cast)                */
+  tessera_dtype_t dtype;
+  int64_t rows;
+  int64_t cols;
+  int64_t ld;               /* leading dimension, in elements                                */
+  tessera_layout_t layout;
+  int64_t batch_count;      /* 1 broadcasts one matrix to every batch (or batch_stride = 0)  */
+  int64_t batch_stride;     /* elements between batches; 0 = broadcast (not allowed for D)   */
+} tessera_matrix_t;
+
+/* D = alpha * op(A) * op(B) + beta * C.
+ *   op(A): M x K, op(B): K x N, C and D: M x N.
+ *   C may have a null ptr when beta == 0 (then C is not read at all). C's dtype equals D's.
+ *   A and B: F16 or BF16 (the same); D: F16, BF16 or F32; accumulation in F32. */
+typedef struct tessera_gemm_args_t {
+  tessera_op_t op_a;
+  tessera_op_t op_b;
+  tessera_matrix_t a;
+  tessera_matrix_t b;
+  tessera_matrix_t c;
+  tessera_matrix_t d;
+  float alpha;
+  float beta;
+  /* Kernel configuration by name (see tessera_gemm_config_name); NULL or "" = heuristic.
+   * The environment variable TESSERA_GEMM_CONFIG overrides the heuristic too (args win). */
+  const char* config;
+} tessera_gemm_args_t;
+
+/* Bytes of workspace that let every operand use the fastest path (0 if none is needed).
+ * With less workspace the call still works, on a slower path where needed. */
+tessera_status_t tessera_gemm_workspace_size(const tessera_gemm_args_t* args, size_t* bytes);
+
+/* Runs the GEMM on `stream` (a cudaStream_t; NULL = the default stream). Asynchronous.
+ * `workspace` is device memory of `workspace_bytes` bytes (may be NULL / 0). */
+tessera_status_t tessera_gemm(const tessera_gemm_args_t* args, void* workspace,
+                              size_t workspace_bytes, void* stream);
+
+/* The configuration the heuristic (or override) would run for these args, by name. */
+tessera_status_t tessera_gemm_select_config(const tessera_gemm_args_t* args, const char** name);
+
+/* Compiled-in GEMM configurations: count, and the name / description of the i-th. */
+int tessera_gemm_config_count(void);
+const char* tessera_gemm_config_name(int i);
+const char* tessera_gemm_config_description(int i);
+
+const char* tessera_status_string(tessera_status_t status);
+/* Message of the last failed call on this host thread ("" if none). */
+const char* tessera_last_error(void);
+const char* tessera_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TESSERA_TESSERA_H_ */

@@ -1,0 +1,80 @@
+// tessera C++ API. The same operations as the C ABI (tessera.h), with a Status that owns its
+// message and defaults that read naturally from C++.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/tessera.h"
+
+namespace tessera {
+
+enum class DType : int { F16 = TESSERA_DTYPE_F16, BF16 = TESSERA_DTYPE_BF16, F32 = TESSERA_DTYPE_F32 };
+enum class Layout : int { RowMajor = TESSERA_ROW_MAJOR, ColMajor = TESSERA_COL_MAJOR };
+enum class Op : int { N = TESSERA_OP_N, T = TESSERA_OP_T };
+
+struct Status {
+  tessera_status_t code = TESSERA_STATUS_SUCCESS;
+  std::string message;
+  bool ok() const { return code == TESSERA_STATUS_SUCCESS; }
+  static Status success() { return {}; }
+};
+
+// A stored (batched) matrix; see tessera_matrix_t.
+struct Matrix {
+  const void* ptr = nullptr;
+  DType dtype = DType::F16;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t ld = 0;
+  Layout layout = Layout::RowMajor;
+  int64_t batch_count = 1;
+  int64_t batch_stride = 0;
+};
+
+// A densely packed matrix (ld = cols for row-major, rows for column-major).
+inline Matrix dense(const void* ptr, DType dtype, int64_t rows, int64_t cols,
+                    Layout layout = Layout::RowMajor, int64_t batch = 1) {
+  Matrix m;
+  m.ptr = ptr;
+  m.dtype = dtype;
+  m.rows = rows;
+  m.cols = cols;
+  m.ld = layout == Layout::RowMajor ? cols : rows;
+  m.layout = layout;
+  m.batch_count = batch;
+  m.batch_stride = batch > 1 ? rows * cols : 0;
+  return m;
+}
+
+struct GemmArgs {
+  Op op_a = Op::N;
+  Op op_b = Op::N;
+  Matrix a, b, c, d;
+  float alpha = 1.0f;
+  float beta = 0.0f;
+  std::string config;  // "" = heuristic (or TESSERA_GEMM_CONFIG)
+};
+
+// D = alpha * op(A) * op(B) + beta * C on `stream` (a cudaStream_t; nullptr = default stream).
+Status gemm(const GemmArgs& args, void* stream = nullptr, void* workspace = nullptr,
+            size_t workspace_bytes = 0);
+// Workspace that lets every operand take the fastest path (0 when none is needed).
+Status gemm_workspace_size(const GemmArgs& args, size_t* bytes);
+// Name of the configuration that gemm() would run for these args.
+Status gemm_select_config(const GemmArgs& args, std::string* name);
+
+struct ConfigInfo {
+  std::string name;
+  std::string description;
+};
+std::vector<ConfigInfo> gemm_configs();
+
+// Conversions to and from the C ABI structs (used by the C ABI and the CLI).
+tessera_matrix_t to_c(const Matrix& m);
+tessera_gemm_args_t to_c(const GemmArgs& a);  // config pointer borrows a.config's storage
+GemmArgs from_c(const tessera_gemm_args_t& a);
+
+}  // namespace tessera

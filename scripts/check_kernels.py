@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Checks the compiled kernels of a tessera build: a register spill is an error, and every
+tensor-core GEMM kernel must contain the matrix instruction of its path (HMMA for the sm_80
+mma.sync kernels, on both the sm_80 and sm_90 SASS).
+
+Usage: scripts/check_kernels.py [path/to/libtessera.a]   (default: build/libtessera.a)
+Uses cuobjdump (CUDA toolkit); needs no GPU.
+"""
+import re
+import shutil
+import subprocess
+import sys
+
+
+def run(args):
+    return subprocess.run(args, check=True, capture_output=True, text=True).stdout
+
+
+def main() -> int:
+    lib = sys.argv[1] if len(sys.argv) > 1 else "build/libtessera.a"
+    tool = shutil.which("cuobjdump") or "/usr/local/cuda/bin/cuobjdump"
+    # Resource usage: lines "Function NAME:" followed by "REG:n STACK:n SHARED:n LOCAL:n ...".
+    res = run([tool, "-res-usage", lib])
+    arch = "?"
+    kernels = {}
+    failures = []
+    func = None
+    for line in res.splitlines():
+        m = re.search(r"arch = (sm_\d+a?)", line)
+        if m:
+            arch = m.group(1)
+        m = re.match(r"\s*Function (\S+):", line)
+        if m:
+            func = m.group(1)
+            continue
+        m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", line)
+        if m and func:
+            reg, stack, _, local = map(int, m.groups())
+            kernels[(func, arch)] = reg
+            if stack or local:
+                failures.append(f"spill/stack: {func} [{arch}] REG={reg} STACK={stack} LOCAL={local}")
+            func = None
+    if not kernels:
+        print(f"check_kernels: no kernels found in {lib}", file=sys.stderr)
+        return 1
+
+    # SASS: every sm80 GEMM kernel must issue HMMA.
+    sass = run([tool, "-sass", lib])
+    current, arch, has_mma = None, "?", {}
+    for line in sass.splitlines():
+        m = re.search(r"arch = (sm_\d+a?)", line)
+        if m:
+            arch = m.group(1)
+        m = re.match(r"\s*Function : (\S+)", line)
+        if m:
+            current = (m.group(1), arch)
+            has_mma[current] = False
+        elif current and "HMMA" in line:
+            has_mma[current] = True
+    tc = [k for k in has_mma if "sm8011gemm_kernel" in k[0]]
+    for k in tc:
+        if not has_mma[k]:
+            failures.append(f"no HMMA in tensor-core kernel {k[0]} [{k[1]}]")
+    print(f"check_kernels: {len(kernels)} kernel images, {len(tc)} tensor-core GEMM images checked; "
+          f"max registers {max(kernels.values())}")
+    for f in failures:
+        print("check_kernels: FAIL " + f, file=sys.stderr)
+    return 1 if failures or not tc else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# GPU truth in one call (run on the lent H100/H200 with the build carried, or it builds):
+#   scripts/gpu_check.sh [all|tests|bench|sanitize] [extra args for bench/gemm_suite.py]
+# Writes under $OUT (default ./gpu_out): gpu.txt, tests.log, sanitize.log, bench.log and the
+# benchmark's JSON + Markdown. Never changes clocks, power or MIG settings.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-all}
+shift || true
+out=${OUT:-gpu_out}
+mkdir -p "$out"
+build=${BUILD_DIR:-build}
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo "${TESSERA_COMMIT:-unknown}")
+export TESSERA_COMMIT=${TESSERA_COMMIT:-$commit}
+status=0
+
+{
+  date -u +%Y-%m-%dT%H:%M:%SZ
+  echo "commit $TESSERA_COMMIT"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv
+} >"$out/gpu.txt" 2>&1
+cat "$out/gpu.txt"
+
+if [ ! -x "$build/tests/tessera_gpu_tests" ] || [ ! -x "$build/tools/tessera" ]; then
+  echo "== building (no carried build found)"
+  JOBS=$(nproc) BUILD_DIR=$build scripts/setup_deps.sh && cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+    ninja -C "$build" >"$out/build.log" 2>&1 || { echo "build failed"; tail -50 "$out/build.log"; exit 1; }
+fi
+
+if [ "$mode" = all ] || [ "$mode" = tests ]; then
+  echo "== GPU tests"
+  "$build/tests/tessera_gpu_tests" --gtest_brief=1 >"$out/tests.log" 2>&1 || status=1
+  tail -25 "$out/tests.log"
+fi
+
+if [ "$mode" = all ] || [ "$mode" = sanitize ]; then
+  echo "== compute-sanitizer (memcheck, racecheck) on small cases"
+  {
+    for cfg in sm80_128x256x32_s4_w8 sm80_64x64x32_s3_w4 simt_fallback; do
+      for tool in memcheck racecheck; do
+        echo "-- $tool $cfg"
+        compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" gemm --m 200 --n 136 --k 72 \
+          --batch 2 --dtype bf16 --layout tn --beta 0.5 --config $cfg --verify --iters 1 --warmup 0 || echo "SANITIZER_FAIL $tool $cfg"
+      done
+    done
+    echo "-- memcheck padded path (unaligned K)"
+    compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tools/tessera" gemm --m 130 --n 70 --k 33 \
+      --dtype f16 --layout nt --verify --iters 1 --warmup 0 || echo "SANITIZER_FAIL memcheck padded"
+  } >"$out/sanitize.log" 2>&1
+  grep -E "ERROR SUMMARY|SANITIZER_FAIL|PASS|FAIL" "$out/sanitize.log" | sort | uniq -c
+  grep -q SANITIZER_FAIL "$out/sanitize.log" && status=1
+fi
+
+if [ "$mode" = all ] || [ "$mode" = bench ]; then
+  echo "== mma.sync ceiling"
+  if [ -x "$build/mma_sync_peak" ] || nvcc -O3 -gencode=arch=compute_80,code=sm_90 \
+      bench/microbench/mma_sync_peak.cu -o "$build/mma_sync_peak" 2>/dev/null; then
+    "$build/mma_sync_peak" | tee -a "$out/gpu.txt"
+  fi
+  echo "== benchmark vs cuBLASLt"
+  PYTHONUNBUFFERED=1 python3 bench/gemm_suite.py --bin "$build/tools/tessera" --out "$out" "$@" 2>&1 | tee "$out/bench.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+fi
+exit $status

@@ -1,0 +1,93 @@
+// The C ABI: conversions between the C structs and the C++ API, and thin wrappers.
+#include "core/status.hpp"
+#include "gemm/configs.hpp"
+#include "tessera/tessera.h"
+#include "tessera/tessera.hpp"
+
+#ifndef TESSERA_VERSION_STRING
+#define TESSERA_VERSION_STRING "0.0.0"
+#endif
+
+namespace tessera {
+
+tessera_matrix_t to_c(const Matrix& m) {
+  return tessera_matrix_t{m.ptr, tessera_dtype_t(m.dtype), m.rows, m.cols, m.ld, tessera_layout_t(m.layout),
+                          m.batch_count, m.batch_stride};
+}
+
+static Matrix from_c(const tessera_matrix_t& m) {
+  Matrix r;
+  r.ptr = m.ptr;
+  r.dtype = DType(m.dtype);
+  r.rows = m.rows;
+  r.cols = m.cols;
+  r.ld = m.ld;
+  r.layout = Layout(m.layout);
+  r.batch_count = m.batch_count;
+  r.batch_stride = m.batch_stride;
+  return r;
+}
+
+tessera_gemm_args_t to_c(const GemmArgs& a) {
+  return tessera_gemm_args_t{tessera_op_t(a.op_a), tessera_op_t(a.op_b), to_c(a.a), to_c(a.b), to_c(a.c), to_c(a.d),
+                             a.alpha, a.beta, a.config.empty() ? nullptr : a.config.c_str()};
+}
+
+GemmArgs from_c(const tessera_gemm_args_t& a) {
+  GemmArgs r;
+  r.op_a = Op(a.op_a);
+  r.op_b = Op(a.op_b);
+  r.a = from_c(a.a);
+  r.b = from_c(a.b);
+  r.c = from_c(a.c);
+  r.d = from_c(a.d);
+  r.alpha = a.alpha;
+  r.beta = a.beta;
+  if (a.config) r.config = a.config;
+  return r;
+}
+
+}  // namespace tessera
+
+using tessera::detail::invalid;
+using tessera::detail::remember;
+
+extern "C" {
+
+tessera_status_t tessera_gemm_workspace_size(const tessera_gemm_args_t* args, size_t* bytes) {
+  if (!args) return remember(invalid("args: null pointer")).code;
+  return tessera::gemm_workspace_size(tessera::from_c(*args), bytes).code;
+}
+
+tessera_status_t tessera_gemm(const tessera_gemm_args_t* args, void* workspace, size_t workspace_bytes,
+                              void* stream) {
+  if (!args) return remember(invalid("args: null pointer")).code;
+  return tessera::gemm(tessera::from_c(*args), stream, workspace, workspace_bytes).code;
+}
+
+tessera_status_t tessera_gemm_select_config(const tessera_gemm_args_t* args, const char** name) {
+  if (!args) return remember(invalid("args: null pointer")).code;
+  if (!name) return remember(invalid("name: null pointer")).code;
+  std::string n;
+  tessera::Status s = tessera::gemm_select_config(tessera::from_c(*args), &n);
+  if (s.ok()) *name = tessera::gemm_impl::find_config(n)->name;  // static storage
+  return s.code;
+}
+
+int tessera_gemm_config_count(void) { return int(tessera::gemm_impl::configs().size()); }
+
+const char* tessera_gemm_config_name(int i) {
+  const auto& c = tessera::gemm_impl::configs();
+  return i >= 0 && i < int(c.size()) ? c[i].name : nullptr;
+}
+
+const char* tessera_gemm_config_description(int i) {
+  const auto& c = tessera::gemm_impl::configs();
+  return i >= 0 && i < int(c.size()) ? c[i].reason : nullptr;
+}
+
+const char* tessera_status_string(tessera_status_t status) { return tessera::detail::status_string(status); }
+const char* tessera_last_error(void) { return tessera::detail::last_error(); }
+const char* tessera_version(void) { return TESSERA_VERSION_STRING; }
+
+}  // extern "C"

@@ -1,0 +1,19 @@
+// Facts about the current CUDA device, read once per device and cached (the heuristic needs the
+// SM count; dispatch needs the compute capability and the shared-memory limit).
+#pragma once
+#include "tessera/tessera.hpp"
+
+namespace tessera::detail {
+
+struct DeviceInfo {
+  int device = -1;
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  int smem_optin = 0;  // max dynamic shared memory per block (bytes)
+  int l2_bytes = 0;
+};
+
+// Fills `info` for the current device; a CUDA_ERROR status when there is none.
+Status current_device(DeviceInfo* info);
+
+}  // namespace tessera::detail

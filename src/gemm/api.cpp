@@ -1,0 +1,176 @@
+// tessera::gemm: validate -> plan (canonicalise) -> choose a configuration -> pad unaligned
+// operands into the workspace if needed -> launch.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "core/device.hpp"
+#include "core/status.hpp"
+#include "gemm/configs.hpp"
+#include "gemm/fallback/fallback.hpp"
+#include "gemm/plan.hpp"
+#include "gemm/sm80/launch.hpp"
+#include "tessera/tessera.hpp"
+
+namespace tessera {
+namespace {
+
+using detail::fail;
+using detail::invalid;
+using gemm_impl::Config;
+using gemm_impl::GemmPlan;
+using gemm_impl::Kernel;
+
+constexpr size_t kWorkspaceAlign = 256;
+
+Status cuda_status(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return Status::success();
+  return fail(TESSERA_STATUS_CUDA_ERROR, std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+// The configuration requested by the caller (args, then TESSERA_GEMM_CONFIG), or null.
+Status requested_config(const GemmArgs& args, const Config** out) {
+  *out = nullptr;
+  std::string name = args.config;
+  const char* from = "config";
+  if (name.empty()) {
+    if (const char* env = std::getenv("TESSERA_GEMM_CONFIG"); env && *env) {
+      name = env;
+      from = "TESSERA_GEMM_CONFIG";
+    }
+  }
+  if (name.empty()) return Status::success();
+  *out = gemm_impl::find_config(name);
+  if (!*out)
+    return invalid(std::string(from) + ": unknown configuration '" + name + "' (known: " + gemm_impl::config_names() + ")");
+  return Status::success();
+}
+
+struct Choice {
+  const Config* config = nullptr;
+  bool explicit_choice = false;
+};
+
+Status choose(const GemmArgs& args, const GemmPlan& plan, const detail::DeviceInfo& dev, Choice* out) {
+  const Config* req = nullptr;
+  if (Status s = requested_config(args, &req); !s.ok()) return s;
+  const int cc = dev.cc_major * 10 + dev.cc_minor;
+  if (req) {
+    if (cc < req->min_cc || req->smem_bytes > dev.smem_optin)
+      return fail(TESSERA_STATUS_NOT_SUPPORTED, std::string("config: '") + req->name + "' needs sm_" +
+                                                    std::to_string(req->min_cc) + "+ and " +
+                                                    std::to_string(req->smem_bytes) + " bytes of shared memory; " +
+                                                    "this device is sm_" + std::to_string(cc) + " with " +
+                                                    std::to_string(dev.smem_optin));
+    *out = {req, true};
+    return Status::success();
+  }
+  const gemm_impl::HeuristicInput in{plan.params.m, plan.params.n, plan.params.k, plan.params.batch,
+                                dev.sm_count, cc, dev.smem_optin};
+  *out = {&gemm_impl::select_config(in), false};
+  return Status::success();
+}
+
+Status device_for_gemm(detail::DeviceInfo* dev) {
+  if (Status s = detail::current_device(dev); !s.ok()) return s;
+  if (dev->cc_major < 8)
+    return fail(TESSERA_STATUS_NOT_SUPPORTED, "tessera's GEMM kernels need an sm_80 or newer GPU; this device is sm_" +
+                                                  std::to_string(dev->cc_major * 10 + dev->cc_minor));
+  return Status::success();
+}
+
+// Copies an unaligned operand into the workspace and points the canonical params at the copy.
+Status pad_into(const gemm_impl::OperandPlan& op, char* dst, const void** ptr, int64_t* ld, int64_t* batch_stride,
+                cudaStream_t stream) {
+  const int64_t contiguous = op.k_major ? op.k : op.rows;
+  const int64_t outer = op.k_major ? op.rows : op.k;
+  cudaError_t e = gemm_impl::fallback::pad_operand(op.ptr, op.ld, op.batch_stride, outer, contiguous, dst, op.padded_ld,
+                                              op.padded_batches, stream);
+  if (e != cudaSuccess) return cuda_status(e, "padding an unaligned operand");
+  *ptr = dst;
+  *ld = op.padded_ld;
+  *batch_stride = op.padded_batches > 1 ? op.padded_ld * outer : 0;
+  return Status::success();
+}
+
+Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t workspace_bytes) {
+  if (Status s = gemm_impl::validate(args); !s.ok()) return s;
+  if (workspace_bytes > 0 && workspace == nullptr)
+    return invalid("workspace: null pointer with workspace_bytes = " + std::to_string(workspace_bytes));
+  if (workspace && reinterpret_cast<uintptr_t>(workspace) % kWorkspaceAlign != 0)
+    return invalid("workspace: must be 256-byte aligned (cudaMalloc memory is)");
+  GemmPlan plan = gemm_impl::make_plan(args);
+  if (plan.empty) return Status::success();
+
+  detail::DeviceInfo dev;
+  if (Status s = device_for_gemm(&dev); !s.ok()) return s;
+  Choice choice;
+  if (Status s = choose(args, plan, dev, &choice); !s.ok()) return s;
+  auto stream = static_cast<cudaStream_t>(stream_ptr);
+
+  gemm_impl::GemmParams p = plan.params;
+  const bool aligned = plan.a.aligned && plan.b.aligned;
+  const Config* cfg = choice.config;
+  if (cfg->kernel == Kernel::Sm80 && !aligned) {
+    if (workspace_bytes >= plan.workspace_bytes) {
+      char* ws = static_cast<char*>(workspace);
+      if (!plan.a.aligned)
+        if (Status s = pad_into(plan.a, ws, &p.a, &p.lda, &p.batch_stride_a, stream); !s.ok()) return s;
+      if (!plan.b.aligned)
+        if (Status s = pad_into(plan.b, ws + plan.a.pad_bytes, &p.b, &p.ldb, &p.batch_stride_b, stream); !s.ok())
+          return s;
+    } else if (choice.explicit_choice) {
+      return fail(TESSERA_STATUS_NOT_SUPPORTED,
+                  std::string("config: '") + cfg->name + "' needs " + std::to_string(plan.workspace_bytes) +
+                      " bytes of workspace to pad an operand that is not 16-byte aligned (got " +
+                      std::to_string(workspace_bytes) + "); pass a workspace or use simt_fallback");
+    } else {
+      cfg = &gemm_impl::fallback_config();  // correct for any alignment, without workspace
+    }
+  }
+
+  cudaError_t e;
+  if (cfg->kernel == Kernel::Fallback)
+    e = gemm_impl::fallback::simt(plan.ab_dtype, plan.a.k_major, plan.b.k_major, plan.params, stream);
+  else
+    e = gemm_impl::sm80::run(cfg->id, plan.ab_dtype, plan.a.k_major, plan.b.k_major, p, stream);
+  return cuda_status(e, cfg->name);
+}
+
+}  // namespace
+
+Status gemm(const GemmArgs& args, void* stream, void* workspace, size_t workspace_bytes) {
+  return detail::remember(run_gemm(args, stream, workspace, workspace_bytes));
+}
+
+Status gemm_workspace_size(const GemmArgs& args, size_t* bytes) {
+  if (!bytes) return detail::remember(invalid("bytes: null pointer"));
+  if (Status s = gemm_impl::validate(args); !s.ok()) return detail::remember(s);
+  *bytes = gemm_impl::make_plan(args).workspace_bytes;
+  return detail::remember(Status::success());
+}
+
+Status gemm_select_config(const GemmArgs& args, std::string* name) {
+  auto impl = [&]() -> Status {
+    if (!name) return invalid("name: null pointer");
+    if (Status s = gemm_impl::validate(args); !s.ok()) return s;
+    const GemmPlan plan = gemm_impl::make_plan(args);
+    detail::DeviceInfo dev;
+    if (Status s = device_for_gemm(&dev); !s.ok()) return s;
+    Choice choice;
+    if (Status s = choose(args, plan, dev, &choice); !s.ok()) return s;
+    *name = choice.config->name;  // assuming the workspace gemm_workspace_size asks for
+    return Status::success();
+  };
+  return detail::remember(impl());
+}
+
+std::vector<ConfigInfo> gemm_configs() {
+  std::vector<ConfigInfo> out;
+  for (const gemm_impl::Config& c : gemm_impl::configs()) out.push_back({c.name, c.reason});
+  return out;
+}
+
+}  // namespace tessera

@@ -1,0 +1,82 @@
+// The GEMM epilogue's last step, shared by every kernel: D = alpha * acc + beta * C, converted to
+// D's dtype (chosen at run time: one kernel serves F16, BF16 and F32 outputs, which keeps the
+// number of instantiations down; the branch is uniform across the CTA).
+//
+// Kernels hand over 8 consecutive accumulators of one row of the canonical row-major D. When the
+// 8 are inside the matrix and the pointers allow it, C is read and D written with 16-byte
+// accesses; otherwise element by element, with bounds checks.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "gemm/kernel_params.hpp"
+
+namespace tessera::gemm_impl {
+
+template <int DT> struct StorageOf;
+template <> struct StorageOf<kF16> { using type = __half; };
+template <> struct StorageOf<kBF16> { using type = __nv_bfloat16; };
+template <> struct StorageOf<kF32> { using type = float; };
+
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(float x) { return x; }
+template <class T> __device__ __forceinline__ T from_float(float x);
+template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
+
+// 8 elements of T as whole 16-byte words (1 word for 2-byte types, 2 for float).
+template <class T>
+struct alignas(16) Vec8 {
+  T v[8];
+};
+
+template <int DT>
+__device__ __forceinline__ void epilogue_row8_typed(const EpilogueParams& p, int l, int m, int n0, int n_limit,
+                                                    float (&acc)[8]) {
+  using T = typename StorageOf<DT>::type;
+  const bool full = n0 + 8 <= n_limit;
+  float out[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) out[i] = p.alpha * acc[i];
+  if (p.beta != 0.0f) {
+    const T* c = static_cast<const T*>(p.c) + l * p.batch_stride_c + int64_t(m) * p.c_stride_m;
+    if (full && p.c_vec) {
+      Vec8<T> cv = *reinterpret_cast<const Vec8<T>*>(c + n0);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) out[i] += p.beta * to_float(cv.v[i]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        if (n0 + i < n_limit) out[i] += p.beta * to_float(c[int64_t(n0 + i) * p.c_stride_n]);
+    }
+  }
+  T* d = static_cast<T*>(p.d) + l * p.batch_stride_d + int64_t(m) * p.ldd + n0;
+  if (full && p.d_vec) {
+    Vec8<T> dv;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) dv.v[i] = from_float<T>(out[i]);
+    *reinterpret_cast<Vec8<T>*>(d) = dv;
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      if (n0 + i < n_limit) d[i] = from_float<T>(out[i]);
+  }
+}
+
+// Writes D(l, m, n0 .. n0+7) (the part with n < n_limit). The caller checks m < M.
+__device__ __forceinline__ void epilogue_row8(const EpilogueParams& p, int l, int m, int n0, int n_limit,
+                                              float (&acc)[8]) {
+  switch (p.d_dtype) {
+    case kF16: epilogue_row8_typed<kF16>(p, l, m, n0, n_limit, acc); break;
+    case kBF16: epilogue_row8_typed<kBF16>(p, l, m, n0, n_limit, acc); break;
+    default: epilogue_row8_typed<kF32>(p, l, m, n0, n_limit, acc); break;
+  }
+}
+
+}  // namespace tessera::gemm_impl

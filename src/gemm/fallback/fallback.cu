@@ -1,0 +1,99 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "gemm/epilogue/epilogue.cuh"
+#include "gemm/fallback/fallback.hpp"
+#include "gemm/launch_batched.hpp"
+
+namespace tessera::gemm_impl::fallback {
+namespace {
+
+// One thread writes 8 consecutive padded elements (one 16-byte store).
+__global__ void pad_kernel(const uint16_t* __restrict__ src, int64_t ld, int64_t sbs, int64_t outer,
+                           int64_t contiguous, uint16_t* __restrict__ dst, int64_t padded_ld, int64_t total_vecs) {
+  const int64_t vecs_per_row = padded_ld / 8;
+  for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < total_vecs; v += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row_all = v / vecs_per_row;  // (batch, outer row)
+    const int64_t c0 = (v - row_all * vecs_per_row) * 8;
+    const int64_t l = row_all / outer, r = row_all - l * outer;
+    const uint16_t* s = src + l * sbs + r * ld;
+    alignas(16) uint16_t out[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) out[i] = (c0 + i < contiguous) ? s[c0 + i] : uint16_t(0);
+    *reinterpret_cast<uint4*>(dst + row_all * padded_ld + c0) = *reinterpret_cast<const uint4*>(out);
+  }
+}
+
+constexpr int kTile = 64, kTileK = 16, kThreads = 256;
+
+template <class T>
+__device__ __forceinline__ float load_f(const T* p) { return to_float(*p); }
+
+// 64x64 output tile, 256 threads; each thread computes 2 rows x 8 consecutive columns so that the
+// shared epilogue (8 outputs per call) applies. Operands go through shared memory as fp32.
+template <class T>
+__global__ void __launch_bounds__(kThreads) simt_kernel(GemmParams p, bool a_k_major, bool b_k_major) {
+  __shared__ float sA[kTileK][kTile + 1];
+  __shared__ float sB[kTileK][kTile + 1];
+  const int l = blockIdx.z;
+  const int tiles_n = (p.n + kTile - 1) / kTile;
+  const int m0 = int(blockIdx.x / tiles_n) * kTile, n0 = int(blockIdx.x % tiles_n) * kTile;
+  const T* A = static_cast<const T*>(p.a) + l * p.batch_stride_a;
+  const T* B = static_cast<const T*>(p.b) + l * p.batch_stride_b;
+  const int64_t a_sm = a_k_major ? p.lda : 1, a_sk = a_k_major ? 1 : p.lda;
+  const int64_t b_sn = b_k_major ? p.ldb : 1, b_sk = b_k_major ? 1 : p.ldb;
+  const int tx = threadIdx.x % 8, ty = threadIdx.x / 8;  // 8 x 32 threads
+  float acc[2][8] = {};
+  for (int k0 = 0; k0 < p.k; k0 += kTileK) {
+    for (int i = threadIdx.x; i < kTile * kTileK; i += kThreads) {
+      // Walk the contiguous mode of each operand fastest so that loads coalesce.
+      const int ra = a_k_major ? i / kTileK : i % kTile, ka = a_k_major ? i % kTileK : i / kTile;
+      const int rb = b_k_major ? i / kTileK : i % kTile, kb = b_k_major ? i % kTileK : i / kTile;
+      const int gm = m0 + ra, gka = k0 + ka, gn = n0 + rb, gkb = k0 + kb;
+      sA[ka][ra] = (gm < p.m && gka < p.k) ? load_f(A + gm * a_sm + gka * a_sk) : 0.0f;
+      sB[kb][rb] = (gn < p.n && gkb < p.k) ? load_f(B + gn * b_sn + gkb * b_sk) : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kTileK; ++kk) {
+      const float a0 = sA[kk][ty * 2], a1 = sA[kk][ty * 2 + 1];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float b = sB[kk][tx * 8 + j];
+        acc[0][j] += a0 * b;
+        acc[1][j] += a1 * b;
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int m = m0 + ty * 2 + i;
+    if (m < p.m && n0 + tx * 8 < p.n) epilogue_row8(p.epi, l, m, n0 + tx * 8, p.n, acc[i]);
+  }
+}
+
+}  // namespace
+
+cudaError_t pad_operand(const void* src, int64_t ld, int64_t src_batch_stride, int64_t outer, int64_t contiguous,
+                        void* dst, int64_t padded_ld, int64_t batches, cudaStream_t stream) {
+  const int64_t total = batches * outer * (padded_ld / 8);
+  if (total == 0) return cudaSuccess;
+  const int64_t blocks = (total + 255) / 256;
+  pad_kernel<<<unsigned(blocks < 65536 * 16 ? blocks : 65536 * 16), 256, 0, stream>>>(
+      static_cast<const uint16_t*>(src), ld, src_batch_stride, outer, contiguous, static_cast<uint16_t*>(dst),
+      padded_ld, total);
+  return cudaGetLastError();
+}
+
+cudaError_t simt(int ab_dtype, bool a_k_major, bool b_k_major, const GemmParams& p, cudaStream_t stream) {
+  const long long tiles = (long long)((p.n + kTile - 1) / kTile) * ((p.m + kTile - 1) / kTile);
+  return launch_batched(p, [&](const GemmParams& q) {
+    const dim3 grid(unsigned(tiles), 1, unsigned(q.batch));
+    if (ab_dtype == kBF16) simt_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(q, a_k_major, b_k_major);
+    else simt_kernel<__half><<<grid, kThreads, 0, stream>>>(q, a_k_major, b_k_major);
+    return cudaGetLastError();
+  });
+}
+
+}  // namespace tessera::gemm_impl::fallback

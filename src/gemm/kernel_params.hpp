@@ -1,0 +1,40 @@
+// Plain-old-data parameters shared by host dispatch and device kernels. No CUDA or CuTe types
+// here, so that host code (and the CPU tests) can build and inspect them.
+#pragma once
+#include <cstdint>
+
+namespace tessera::gemm_impl {
+
+// Element type tags used as template arguments (see dtype.hpp for the mapping to C++ types).
+enum DTypeTag : int { kF16 = 0, kBF16 = 1, kF32 = 2 };
+
+// Epilogue: D(m, n) = alpha * acc(m, n) + beta * C(m, n), for the canonical row-major D.
+struct EpilogueParams {
+  void* d = nullptr;            // row-major: D(m, n) at d + l * batch_stride_d + m * ldd + n
+  int64_t ldd = 0;
+  int64_t batch_stride_d = 0;
+  int d_dtype = kF32;           // DTypeTag; C has the same dtype
+  bool d_vec = false;           // 16-byte stores are legal (base, ldd and batch stride aligned)
+  const void* c = nullptr;      // null when beta == 0
+  int64_t c_stride_m = 0;       // C(m, n) at c + l * batch_stride_c + m * c_stride_m + n * c_stride_n
+  int64_t c_stride_n = 0;
+  int64_t batch_stride_c = 0;
+  bool c_vec = false;           // c_stride_n == 1 and 16-byte loads are legal
+  float alpha = 1.0f;
+  float beta = 0.0f;
+};
+
+// One canonical GEMM: D (M x N, row-major) = A (M x K) * B^T where B is stored N x K.
+// A is K-major when a_stride_k == 1, else M-major (a_stride_m == 1); likewise B.
+struct GemmParams {
+  int m = 0, n = 0, k = 0, batch = 0;
+  const void* a = nullptr;
+  int64_t lda = 0;              // stride of the non-contiguous mode
+  int64_t batch_stride_a = 0;   // 0 = broadcast
+  const void* b = nullptr;
+  int64_t ldb = 0;
+  int64_t batch_stride_b = 0;
+  EpilogueParams epi;
+};
+
+}  // namespace tessera::gemm_impl

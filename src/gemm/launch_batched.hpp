@@ -1,0 +1,29 @@
+// Grids hold at most 65535 batches in y; larger batch counts are launched in chunks, each with
+// its operand pointers advanced by the chunk's first batch.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include "gemm/kernel_params.hpp"
+
+namespace tessera::gemm_impl {
+
+constexpr int kMaxGridBatch = 65535;
+
+inline int dtype_bytes(int dt) { return dt == kF32 ? 4 : 2; }
+
+template <class LaunchOne>
+cudaError_t launch_batched(const GemmParams& p, LaunchOne&& launch_one, int ab_bytes = 2) {
+  for (int first = 0; first < p.batch; first += kMaxGridBatch) {
+    GemmParams q = p;
+    q.batch = p.batch - first < kMaxGridBatch ? p.batch - first : kMaxGridBatch;
+    const int eb = dtype_bytes(p.epi.d_dtype);
+    q.a = static_cast<const char*>(p.a) + first * p.batch_stride_a * ab_bytes;
+    q.b = static_cast<const char*>(p.b) + first * p.batch_stride_b * ab_bytes;
+    q.epi.d = static_cast<char*>(p.epi.d) + first * p.epi.batch_stride_d * eb;
+    if (p.epi.c) q.epi.c = static_cast<const char*>(p.epi.c) + first * p.epi.batch_stride_c * eb;
+    if (cudaError_t e = launch_one(q); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace tessera::gemm_impl

@@ -1,0 +1,96 @@
+// Canonicalisation: the kernels compute a row-major D. A column-major D is computed as its
+// transpose, D^T = op(B)^T op(A)^T, which swaps the roles of A and B (and of M and N) and is
+// exact. Each operand's major then follows from its storage layout and op.
+#include <cstdint>
+
+#include "gemm/plan.hpp"
+
+namespace tessera::gemm_impl {
+namespace {
+
+int tag_of(DType t) { return t == DType::F16 ? kF16 : t == DType::BF16 ? kBF16 : kF32; }
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// op(X) as an (outer-extent x K) operand: `rows_are_k` says whether op(X)'s rows are the K mode
+// (true for B, whose op(B) is K x N).
+OperandPlan operand(const Matrix& x, Op op, bool rows_are_k, int64_t batch) {
+  // op(X) is row-major when exactly one of (stored row-major, transposed) holds.
+  const bool op_row_major = (x.layout == Layout::RowMajor) != (op == Op::T);
+  const int64_t op_rows = op == Op::N ? x.rows : x.cols;
+  const int64_t op_cols = op == Op::N ? x.cols : x.rows;
+  OperandPlan p;
+  p.ptr = x.ptr;
+  p.ld = x.ld;
+  p.rows = rows_are_k ? op_cols : op_rows;
+  p.k = rows_are_k ? op_rows : op_cols;
+  // A row-major op(A) (M x K) has K contiguous; a row-major op(B) (K x N) has N contiguous.
+  p.k_major = rows_are_k ? !op_row_major : op_row_major;
+  const bool broadcast = x.batch_count == 1 || x.batch_stride == 0 || batch <= 1;
+  p.batch_stride = broadcast ? 0 : x.batch_stride;
+
+  const int64_t contiguous = p.k_major ? p.k : p.rows;
+  const int64_t outer = p.k_major ? p.rows : p.k;
+  const bool base_ok = reinterpret_cast<uintptr_t>(x.ptr) % 16 == 0;
+  p.aligned = p.k == 0 ||
+              (base_ok && p.ld % 8 == 0 && contiguous % 8 == 0 && (broadcast || p.batch_stride % 8 == 0));
+  p.padded_ld = round_up(contiguous, 8);
+  p.padded_batches = broadcast ? 1 : batch;
+  p.pad_bytes = p.aligned ? 0 : size_t(round_up(p.padded_ld * outer * p.padded_batches * 2, 256));
+  return p;
+}
+
+}  // namespace
+
+GemmPlan make_plan(const GemmArgs& args) {
+  GemmPlan plan;
+  const int64_t batch = args.d.batch_count;
+  const int64_t m = args.op_a == Op::N ? args.a.rows : args.a.cols;
+  const int64_t n = args.op_b == Op::N ? args.b.cols : args.b.rows;
+  plan.empty = m == 0 || n == 0 || batch == 0;
+  plan.ab_dtype = tag_of(args.a.dtype);
+
+  OperandPlan a = operand(args.a, args.op_a, false, batch);  // M x K
+  OperandPlan b = operand(args.b, args.op_b, true, batch);   // N x K
+  plan.swapped = args.d.layout == Layout::ColMajor;
+  if (plan.swapped) std::swap(a, b);
+  plan.a = a;
+  plan.b = b;
+  plan.workspace_bytes = a.pad_bytes + b.pad_bytes;
+
+  GemmParams& p = plan.params;
+  p.m = int(a.rows);
+  p.n = int(b.rows);
+  p.k = int(a.k);
+  p.batch = int(batch);
+  p.a = a.ptr;
+  p.lda = a.ld;
+  p.batch_stride_a = a.batch_stride;
+  p.b = b.ptr;
+  p.ldb = b.ld;
+  p.batch_stride_b = b.batch_stride;
+
+  EpilogueParams& e = p.epi;
+  const int d_bytes = args.d.dtype == DType::F32 ? 4 : 2;
+  const int per16 = 16 / d_bytes;
+  e.d = const_cast<void*>(args.d.ptr);
+  e.ldd = args.d.ld;
+  e.batch_stride_d = batch > 1 ? args.d.batch_stride : 0;
+  e.d_dtype = tag_of(args.d.dtype);
+  e.d_vec = reinterpret_cast<uintptr_t>(args.d.ptr) % 16 == 0 && e.ldd % per16 == 0 && e.batch_stride_d % per16 == 0;
+  e.alpha = args.alpha;
+  e.beta = args.beta;
+  if (args.beta != 0.0f) {
+    const Matrix& c = args.c;
+    e.c = c.ptr;
+    // C(m, n) of the canonical (possibly transposed) problem.
+    const bool c_row_major = (c.layout == Layout::RowMajor) != plan.swapped;
+    e.c_stride_m = c_row_major ? c.ld : 1;
+    e.c_stride_n = c_row_major ? 1 : c.ld;
+    e.batch_stride_c = (c.batch_count == 1 || batch <= 1) ? 0 : c.batch_stride;
+    e.c_vec = e.c_stride_n == 1 && reinterpret_cast<uintptr_t>(c.ptr) % 16 == 0 && e.c_stride_m % per16 == 0 &&
+              e.batch_stride_c % per16 == 0;
+  }
+  return plan;
+}
+
+}  // namespace tessera::gemm_impl

@@ -1,0 +1,46 @@
+// Host-side GEMM planning: validation of the public arguments, then canonicalisation to the
+// kernels' problem (row-major D; A is M x K, B is N x K, each K-major or MN-major), and the
+// decision whether an operand must first be copied into an aligned, padded workspace.
+// Pure C++ without CUDA calls, so the CPU tests cover all of it.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "gemm/kernel_params.hpp"
+#include "tessera/tessera.hpp"
+
+namespace tessera::gemm_impl {
+
+// Every rule of the API; on failure the message names the argument and the rule.
+Status validate(const GemmArgs& args);
+
+// One operand of the canonical problem (A: rows = M, B: rows = N).
+struct OperandPlan {
+  const void* ptr = nullptr;
+  int64_t rows = 0, k = 0;
+  int64_t ld = 0;            // stride of the non-contiguous mode
+  int64_t batch_stride = 0;  // 0 = broadcast
+  bool k_major = true;
+  // The fast kernels read 16-byte vectors: base 16-byte aligned, ld and batch stride multiples of
+  // 8 elements, and a contiguous extent that is a multiple of 8 (so a vector never straddles the
+  // edge). Otherwise the operand is copied, zero padded, into the workspace first.
+  bool aligned = true;
+  int64_t padded_ld = 0;     // round_up(contiguous extent, 8)
+  int64_t padded_batches = 0;
+  size_t pad_bytes = 0;      // workspace bytes for the padded copy (256-byte granules)
+};
+
+struct GemmPlan {
+  bool empty = false;        // M, N or batch is 0: nothing to do
+  bool swapped = false;      // D was column-major: the kernels compute D^T = op(B)^T op(A)^T
+  int ab_dtype = kF16;
+  GemmParams params;         // canonical problem, pointing at the caller's operands
+  OperandPlan a, b;
+  size_t workspace_bytes = 0;  // sum of the pad copies (0 when both operands are aligned)
+};
+
+// Precondition: validate(args) succeeded.
+GemmPlan make_plan(const GemmArgs& args);
+
+}  // namespace tessera::gemm_impl

@@ -1,0 +1,187 @@
+// The GEMM API's argument rules. Each failure names the argument and the rule, and happens before
+// anything is launched or written.
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include "core/status.hpp"
+#include "gemm/configs.hpp"
+#include "gemm/plan.hpp"
+
+namespace tessera::gemm_impl {
+namespace {
+
+using detail::invalid;
+
+bool valid_dtype(DType t) { return t == DType::F16 || t == DType::BF16 || t == DType::F32; }
+int64_t bytes_of(DType t) { return t == DType::F32 ? 4 : 2; }
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+    case DType::F32: return "f32";
+  }
+  return "?";
+}
+
+// Checked a*b+c on non-negative values; false on overflow.
+bool mul_add(int64_t a, int64_t b, int64_t c, int64_t* out) {
+  __int128 v = (__int128)a * b + c;
+  if (v > INT64_MAX) return false;
+  *out = (int64_t)v;
+  return true;
+}
+
+// Memory one (batched) matrix spans, in elements: [0, span). 0 when it has no elements.
+struct Extent {
+  int64_t inner = 0, outer = 0, batches = 0;
+  bool ok = true;
+  int64_t span = 0;
+};
+
+Extent extent_of(const Matrix& m, int64_t batches) {
+  Extent e;
+  e.inner = m.layout == Layout::RowMajor ? m.cols : m.rows;
+  e.outer = m.layout == Layout::RowMajor ? m.rows : m.cols;
+  e.batches = batches;
+  if (e.inner == 0 || e.outer == 0 || batches == 0) return e;
+  int64_t one = 0, all = 0;
+  e.ok = mul_add(e.outer - 1, m.ld, e.inner, &one) && mul_add(batches - 1, m.batch_stride, one, &all) &&
+         all <= INT64_MAX / bytes_of(m.dtype);
+  e.span = all;
+  return e;
+}
+
+// Checks one matrix on its own. `name` is "a", "b", "c" or "d".
+Status check_matrix(const char* name, const Matrix& m, int64_t batches) {
+  const std::string n(name);
+  if (!valid_dtype(m.dtype)) return invalid(n + ".dtype: not a tessera dtype (" + std::to_string(int(m.dtype)) + ")");
+  if (m.layout != Layout::RowMajor && m.layout != Layout::ColMajor)
+    return invalid(n + ".layout: must be row-major or column-major");
+  if (m.rows < 0) return invalid(n + ".rows: must be >= 0 (got " + std::to_string(m.rows) + ")");
+  if (m.cols < 0) return invalid(n + ".cols: must be >= 0 (got " + std::to_string(m.cols) + ")");
+  if (m.batch_stride < 0)
+    return invalid(n + ".batch_stride: must be >= 0 (got " + std::to_string(m.batch_stride) + ")");
+  const int64_t inner = m.layout == Layout::RowMajor ? m.cols : m.rows;
+  if (m.ld < std::max<int64_t>(1, inner))
+    return invalid(n + ".ld: must be >= max(1, " + (m.layout == Layout::RowMajor ? "cols" : "rows") + ") = " +
+                   std::to_string(std::max<int64_t>(1, inner)) + " for a " +
+                   (m.layout == Layout::RowMajor ? "row" : "column") + "-major matrix (got " + std::to_string(m.ld) +
+                   ")");
+  const Extent e = extent_of(m, batches);
+  if (!e.ok) return invalid(n + ": rows, cols, ld and batch_stride address more than 2^63 bytes");
+  if (e.span > 0 && m.ptr == nullptr) return invalid(n + ".ptr: null pointer for a non-empty matrix");
+  if (m.ptr && reinterpret_cast<uintptr_t>(m.ptr) % bytes_of(m.dtype) != 0)
+    return invalid(n + ".ptr: not aligned to its element size (" + std::to_string(bytes_of(m.dtype)) + " bytes)");
+  return Status::success();
+}
+
+// True when no two (batch, row, col) of the matrix share an address: sorting the three modes by
+// stride, each stride must step over everything the smaller modes span.
+bool injective(const Matrix& m, int64_t batches) {
+  struct Mode {
+    int64_t size, stride;
+  };
+  const int64_t inner = m.layout == Layout::RowMajor ? m.cols : m.rows;
+  const int64_t outer = m.layout == Layout::RowMajor ? m.rows : m.cols;
+  std::array<Mode, 3> modes{{{inner, 1}, {outer, m.ld}, {batches, m.batch_stride}}};
+  std::sort(modes.begin(), modes.end(), [](Mode x, Mode y) { return x.stride < y.stride; });
+  __int128 reach = 0;  // largest offset reachable by the modes so far
+  for (const Mode& md : modes) {
+    if (md.size <= 1) continue;
+    if (md.stride <= reach) return false;
+    reach += (__int128)md.stride * (md.size - 1);
+  }
+  return true;
+}
+
+bool overlaps(const Matrix& x, int64_t bx, const Matrix& y, int64_t by) {
+  const Extent ex = extent_of(x, bx), ey = extent_of(y, by);
+  if (ex.span == 0 || ey.span == 0) return false;
+  const auto x0 = reinterpret_cast<uintptr_t>(x.ptr), y0 = reinterpret_cast<uintptr_t>(y.ptr);
+  const auto x1 = x0 + uintptr_t(ex.span * bytes_of(x.dtype)), y1 = y0 + uintptr_t(ey.span * bytes_of(y.dtype));
+  return x0 < y1 && y0 < x1;
+}
+
+// Batch count a matrix takes part with: 1 (broadcast) or the problem's.
+Status check_batch(const char* name, const Matrix& m, int64_t batch) {
+  if (m.batch_count != 1 && m.batch_count != batch)
+    return invalid(std::string(name) + ".batch_count: must be 1 (broadcast) or d.batch_count = " +
+                   std::to_string(batch) + " (got " + std::to_string(m.batch_count) + ")");
+  return Status::success();
+}
+
+}  // namespace
+
+Status validate(const GemmArgs& args) {
+  if (args.op_a != Op::N && args.op_a != Op::T) return invalid("op_a: must be N or T");
+  if (args.op_b != Op::N && args.op_b != Op::T) return invalid("op_b: must be N or T");
+
+  const int64_t batch = args.d.batch_count;
+  if (batch < 0) return invalid("d.batch_count: must be >= 0 (got " + std::to_string(batch) + ")");
+  const bool use_c = args.beta != 0.0f;
+
+  // Batch participation, then each matrix on its own.
+  for (auto [name, m] : {std::pair<const char*, const Matrix*>{"a", &args.a}, {"b", &args.b}}) {
+    if (Status s = check_batch(name, *m, batch); !s.ok()) return s;
+  }
+  if (use_c)
+    if (Status s = check_batch("c", args.c, batch); !s.ok()) return s;
+  auto eff_batches = [&](const Matrix& m) { return m.batch_count == 1 ? std::min<int64_t>(batch, 1) : batch; };
+  if (Status s = check_matrix("a", args.a, eff_batches(args.a)); !s.ok()) return s;
+  if (Status s = check_matrix("b", args.b, eff_batches(args.b)); !s.ok()) return s;
+  if (use_c)
+    if (Status s = check_matrix("c", args.c, eff_batches(args.c)); !s.ok()) return s;
+  if (Status s = check_matrix("d", args.d, batch); !s.ok()) return s;
+
+  // Types.
+  if (args.a.dtype != DType::F16 && args.a.dtype != DType::BF16)
+    return invalid(std::string("a.dtype: must be f16 or bf16 (got ") + dtype_name(args.a.dtype) + ")");
+  if (args.b.dtype != args.a.dtype)
+    return invalid(std::string("b.dtype: must equal a.dtype (") + dtype_name(args.a.dtype) + "), got " +
+                   dtype_name(args.b.dtype));
+  if (use_c && args.c.dtype != args.d.dtype)
+    return invalid(std::string("c.dtype: must equal d.dtype (") + dtype_name(args.d.dtype) + "), got " +
+                   dtype_name(args.c.dtype));
+
+  // Shapes: op(A) is M x K, op(B) is K x N, C and D are M x N.
+  const int64_t m = args.op_a == Op::N ? args.a.rows : args.a.cols;
+  const int64_t ka = args.op_a == Op::N ? args.a.cols : args.a.rows;
+  const int64_t kb = args.op_b == Op::N ? args.b.rows : args.b.cols;
+  const int64_t n = args.op_b == Op::N ? args.b.cols : args.b.rows;
+  if (ka != kb)
+    return invalid("b: op(B) has " + std::to_string(kb) + " rows but op(A) has " + std::to_string(ka) +
+                   " columns (K must agree)");
+  if (args.d.rows != m || args.d.cols != n)
+    return invalid("d: must be " + std::to_string(m) + " x " + std::to_string(n) + " (M x N), got " +
+                   std::to_string(args.d.rows) + " x " + std::to_string(args.d.cols));
+  if (use_c && (args.c.rows != m || args.c.cols != n))
+    return invalid("c: must be " + std::to_string(m) + " x " + std::to_string(n) + " (M x N) when beta != 0, got " +
+                   std::to_string(args.c.rows) + " x " + std::to_string(args.c.cols));
+  if (m > INT_MAX || n > INT_MAX || ka > INT_MAX || batch > INT_MAX)
+    return invalid("M, N, K and the batch count must each be < 2^31 (got M=" + std::to_string(m) +
+                   " N=" + std::to_string(n) + " K=" + std::to_string(ka) + " batch=" + std::to_string(batch) + ")");
+
+  // D's batches must not overlap (each output element written once), and D must not overlap
+  // A or B; C may be D itself (in place) but must not partially overlap it.
+  if (!injective(args.d, batch))
+    return invalid("d.batch_stride: batches of D overlap (stride " + std::to_string(args.d.batch_stride) +
+                   " with ld " + std::to_string(args.d.ld) + "); each batch needs its own memory");
+  if (overlaps(args.d, batch, args.a, eff_batches(args.a))) return invalid("d: overlaps a in memory");
+  if (overlaps(args.d, batch, args.b, eff_batches(args.b))) return invalid("d: overlaps b in memory");
+  if (use_c) {
+    const bool same = args.c.ptr == args.d.ptr && args.c.ld == args.d.ld && args.c.layout == args.d.layout &&
+                      (args.c.batch_stride == args.d.batch_stride || batch <= 1) &&
+                      args.c.batch_count == args.d.batch_count;
+    if (!same && overlaps(args.d, batch, args.c, eff_batches(args.c)))
+      return invalid("c: overlaps d in memory without being the same matrix (in-place C == D is allowed)");
+  }
+
+  if (!args.config.empty() && find_config(args.config) == nullptr)
+    return invalid("config: unknown configuration '" + args.config + "' (known: " + config_names() + ")");
+  return Status::success();
+}
+
+}  // namespace tessera::gemm_impl
