@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Checks the compiled kernels of a tessera build: a register spill is an error, and every
-tensor-core GEMM kernel must contain the matrix instruction of its path (HMMA for the sm_80
+tensor-core GEMM / attention kernel must contain the matrix instruction of its path (HMMA for the sm_80
 mma.sync kernels, on both the sm_80 and sm_90 SASS).
 
 Usage: scripts/check_kernels.py [path/to/libtessera.a]   (default: build/libtessera.a)
 Uses cuobjdump (CUDA toolkit); needs no GPU.
 """
+import os
 import re
 import shutil
 import subprocess
@@ -18,7 +19,15 @@ def run(args):
 
 def main() -> int:
     lib = sys.argv[1] if len(sys.argv) > 1 else "build/libtessera.a"
-    tool = shutil.which("cuobjdump") or "/usr/local/cuda/bin/cuobjdump"
+    here = os.path.dirname(os.path.abspath(__file__))
+    pip_bin = os.path.join(here, "..", "deps", "cudabin", "nvidia", "cu13", "bin")
+    candidates = [shutil.which("cuobjdump"), "/usr/local/cuda/bin/cuobjdump", os.path.join(pip_bin, "cuobjdump")]
+    tool = next((c for c in candidates if c and os.path.exists(c)), None)
+    if not shutil.which("nvdisasm") and os.path.exists(os.path.join(pip_bin, "nvdisasm")):
+        os.environ["PATH"] = os.path.abspath(pip_bin) + os.pathsep + os.environ.get("PATH", "")
+    if tool is None:
+        print("check_kernels: cuobjdump not found (run scripts/setup_deps.sh)", file=sys.stderr)
+        return 1
     # Resource usage: lines "Function NAME:" followed by "REG:n STACK:n SHARED:n LOCAL:n ...".
     res = run([tool, "-res-usage", lib])
     arch = "?"
@@ -57,7 +66,8 @@ def main() -> int:
             has_mma[current] = False
         elif current and "HMMA" in line:
             has_mma[current] = True
-    tc = [k for k in has_mma if "sm8011gemm_kernel" in k[0]]
+    # Tensor-core kernels: the sm80 GEMM and attention kernels (mangled names).
+    tc = [k for k in has_mma if "4sm8011gemm_kernel" in k[0] or "4sm8016attention_kernel" in k[0]]
     for k in tc:
         if not has_mma[k]:
             failures.append(f"no HMMA in tensor-core kernel {k[0]} [{k[1]}]")

@@ -10,6 +10,7 @@ shift || true
 out=${OUT:-gpu_out}
 mkdir -p "$out"
 build=${BUILD_DIR:-build}
+export LD_LIBRARY_PATH="$PWD/$build:${LD_LIBRARY_PATH:-}"  # the CLI and GPU tests use libtessera.so
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo "${TESSERA_COMMIT:-unknown}")
 export TESSERA_COMMIT=${TESSERA_COMMIT:-$commit}
 status=0

@@ -47,6 +47,56 @@ GemmArgs from_c(const tessera_gemm_args_t& a) {
   return r;
 }
 
+tessera_attention_args_t to_c(const AttentionArgs& a) {
+  tessera_attention_args_t r{};
+  r.q = a.q;
+  r.k = a.k;
+  r.v = a.v;
+  r.o = a.o;
+  r.lse = a.lse;
+  r.dtype = tessera_dtype_t(a.dtype);
+  r.batch = a.batch;
+  r.seqlen_q = a.seqlen_q;
+  r.seqlen_k = a.seqlen_k;
+  r.heads_q = a.heads_q;
+  r.heads_kv = a.heads_kv;
+  r.head_dim = a.head_dim;
+  for (int i = 0; i < 3; ++i) {
+    r.q_stride[i] = a.q_stride[i];
+    r.k_stride[i] = a.k_stride[i];
+    r.v_stride[i] = a.v_stride[i];
+    r.o_stride[i] = a.o_stride[i];
+  }
+  r.softmax_scale = a.softmax_scale;
+  r.causal = a.causal ? 1 : 0;
+  return r;
+}
+
+AttentionArgs from_c(const tessera_attention_args_t& a) {
+  AttentionArgs r;
+  r.q = a.q;
+  r.k = a.k;
+  r.v = a.v;
+  r.o = a.o;
+  r.lse = a.lse;
+  r.dtype = DType(a.dtype);
+  r.batch = a.batch;
+  r.seqlen_q = a.seqlen_q;
+  r.seqlen_k = a.seqlen_k;
+  r.heads_q = a.heads_q;
+  r.heads_kv = a.heads_kv;
+  r.head_dim = a.head_dim;
+  for (int i = 0; i < 3; ++i) {
+    r.q_stride[i] = a.q_stride[i];
+    r.k_stride[i] = a.k_stride[i];
+    r.v_stride[i] = a.v_stride[i];
+    r.o_stride[i] = a.o_stride[i];
+  }
+  r.softmax_scale = a.softmax_scale;
+  r.causal = a.causal != 0;
+  return r;
+}
+
 }  // namespace tessera
 
 using tessera::detail::invalid;
@@ -72,6 +122,11 @@ tessera_status_t tessera_gemm_select_config(const tessera_gemm_args_t* args, con
   tessera::Status s = tessera::gemm_select_config(tessera::from_c(*args), &n);
   if (s.ok()) *name = tessera::gemm_impl::find_config(n)->name;  // static storage
   return s.code;
+}
+
+tessera_status_t tessera_attention(const tessera_attention_args_t* args, void* stream) {
+  if (!args) return remember(invalid("args: null pointer")).code;
+  return tessera::attention(tessera::from_c(*args), stream).code;
 }
 
 int tessera_gemm_config_count(void) { return int(tessera::gemm_impl::configs().size()); }

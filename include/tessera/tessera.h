@@ -88,6 +88,31 @@ int tessera_gemm_config_count(void);
 const char* tessera_gemm_config_name(int i);
 const char* tessera_gemm_config_description(int i);
 
+/* Attention forward: O = softmax(scale * Q K^T [causal mask]) V, per (batch, query head).
+ *   Q [B, Sq, Hq, D], K and V [B, Sk, Hkv, D], O [B, Sq, Hq, D]: any strides for the batch, sequence
+ *   and head modes (so BSHD and BHSD both work); the head-dim stride is 1. F16 or BF16.
+ *   Hq must be a multiple of Hkv (GQA; Hkv = 1 is MQA): query head h reads K/V head h / (Hq / Hkv).
+ *   causal: query i sees keys j <= i + Sk - Sq (aligned bottom-right when Sq != Sk); a query row
+ *   that sees no key gets O = 0 and LSE = -inf.
+ *   lse (optional, may be NULL): fp32 [B, Hq, Sq] contiguous, natural-log log-sum-exp of the scaled scores. */
+typedef struct tessera_attention_args_t {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;
+  tessera_dtype_t dtype;
+  int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
+  int64_t q_stride[3];  /* elements between consecutive batch, sequence and head entries */
+  int64_t k_stride[3];
+  int64_t v_stride[3];
+  int64_t o_stride[3];
+  float softmax_scale;  /* 0 = 1 / sqrt(head_dim) */
+  int causal;
+} tessera_attention_args_t;
+
+tessera_status_t tessera_attention(const tessera_attention_args_t* args, void* stream);
+
 const char* tessera_status_string(tessera_status_t status);
 /* Message of the last failed call on this host thread ("" if none). */
 const char* tessera_last_error(void);

@@ -72,9 +72,42 @@ struct ConfigInfo {
 };
 std::vector<ConfigInfo> gemm_configs();
 
+// ---- attention forward (see tessera_attention_args_t for the rules) ----
+struct AttentionArgs {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;
+  float* lse = nullptr;  // optional fp32 [B, Hq, Sq]
+  DType dtype = DType::BF16;
+  int64_t batch = 0, seqlen_q = 0, seqlen_k = 0, heads_q = 0, heads_kv = 0, head_dim = 0;
+  int64_t q_stride[3] = {0, 0, 0};  // (batch, seq, head) strides in elements
+  int64_t k_stride[3] = {0, 0, 0};
+  int64_t v_stride[3] = {0, 0, 0};
+  int64_t o_stride[3] = {0, 0, 0};
+  float softmax_scale = 0.0f;  // 0 = 1/sqrt(head_dim)
+  bool causal = false;
+};
+
+// Contiguous strides for a [B, S, H, D] ("bshd") or [B, H, S, D] ("bhsd") tensor.
+inline void bshd_strides(int64_t s, int64_t h, int64_t d, int64_t (&st)[3]) {
+  st[0] = s * h * d;
+  st[1] = h * d;
+  st[2] = d;
+}
+inline void bhsd_strides(int64_t s, int64_t h, int64_t d, int64_t (&st)[3]) {
+  st[0] = h * s * d;
+  st[1] = d;
+  st[2] = s * d;
+}
+
+Status attention(const AttentionArgs& args, void* stream = nullptr);
+
 // Conversions to and from the C ABI structs (used by the C ABI and the CLI).
 tessera_matrix_t to_c(const Matrix& m);
 tessera_gemm_args_t to_c(const GemmArgs& a);  // config pointer borrows a.config's storage
 GemmArgs from_c(const tessera_gemm_args_t& a);
+tessera_attention_args_t to_c(const AttentionArgs& a);
+AttentionArgs from_c(const tessera_attention_args_t& a);
 
 }  // namespace tessera

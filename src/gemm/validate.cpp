@@ -1,11 +1,11 @@
 // The GEMM API's argument rules. Each failure names the argument and the rule, and happens before
 // anything is launched or written.
 #include <algorithm>
-#include <array>
 #include <climits>
 #include <cstdint>
 #include <string>
 
+#include "core/injective.hpp"
 #include "core/status.hpp"
 #include "gemm/configs.hpp"
 #include "gemm/plan.hpp"
@@ -78,23 +78,10 @@ Status check_matrix(const char* name, const Matrix& m, int64_t batches) {
   return Status::success();
 }
 
-// True when no two (batch, row, col) of the matrix share an address: sorting the three modes by
-// stride, each stride must step over everything the smaller modes span.
 bool injective(const Matrix& m, int64_t batches) {
-  struct Mode {
-    int64_t size, stride;
-  };
   const int64_t inner = m.layout == Layout::RowMajor ? m.cols : m.rows;
   const int64_t outer = m.layout == Layout::RowMajor ? m.rows : m.cols;
-  std::array<Mode, 3> modes{{{inner, 1}, {outer, m.ld}, {batches, m.batch_stride}}};
-  std::sort(modes.begin(), modes.end(), [](Mode x, Mode y) { return x.stride < y.stride; });
-  __int128 reach = 0;  // largest offset reachable by the modes so far
-  for (const Mode& md : modes) {
-    if (md.size <= 1) continue;
-    if (md.stride <= reach) return false;
-    reach += (__int128)md.stride * (md.size - 1);
-  }
-  return true;
+  return detail::injective({{inner, 1}, {outer, m.ld}, {batches, m.batch_stride}});
 }
 
 bool overlaps(const Matrix& x, int64_t bx, const Matrix& y, int64_t by) {

@@ -1,0 +1,148 @@
+// tessera::attention: validate -> pick the head-dim configuration -> launch.
+#include <cuda_runtime_api.h>
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "attention/params.hpp"
+#include "attention/sm80/launch.hpp"
+#include "attention/validate.hpp"
+#include "core/device.hpp"
+#include "core/injective.hpp"
+#include "core/status.hpp"
+#include "tessera/tessera.hpp"
+
+namespace tessera {
+namespace attn {
+namespace {
+
+using detail::fail;
+using detail::invalid;
+
+struct AttnConfig {
+  int id;
+  const char* name;
+  int d, bm, bn, warps;
+  int smem_bytes;
+};
+
+const AttnConfig kConfigs[] = {
+#define TESSERA_ATTN_CONFIG(id, name, d, bm, bn, warps, reason) {id, name, d, bm, bn, warps, ((bm) + 2 * (bn)) * (d) * 2},
+#include "attention/configs.def"
+#undef TESSERA_ATTN_CONFIG
+};
+
+}  // namespace
+
+// The configuration for a head dim, or null when none is compiled.
+const AttnConfig* config_for(int64_t head_dim) {
+  for (const AttnConfig& c : kConfigs)
+    if (c.d == head_dim) return &c;
+  return nullptr;
+}
+
+std::string head_dims() {
+  std::string s;
+  for (const AttnConfig& c : kConfigs) s += (s.empty() ? "" : ", ") + std::to_string(c.d);
+  return s;
+}
+
+Status validate(const AttentionArgs& a) {
+  if (a.dtype != DType::F16 && a.dtype != DType::BF16) return invalid("dtype: must be f16 or bf16");
+  const std::pair<const char*, int64_t> sizes[] = {{"batch", a.batch},       {"seqlen_q", a.seqlen_q},
+                                                   {"seqlen_k", a.seqlen_k}, {"heads_q", a.heads_q},
+                                                   {"heads_kv", a.heads_kv}, {"head_dim", a.head_dim}};
+  for (auto [name, v] : sizes) {
+    if (v <= 0) return invalid(std::string(name) + ": must be >= 1 (got " + std::to_string(v) + ")");
+    if (v > INT_MAX) return invalid(std::string(name) + ": must be < 2^31 (got " + std::to_string(v) + ")");
+  }
+  if (a.heads_q > 65535 || a.batch > 65535) return invalid("heads_q and batch: must each be <= 65535 (grid limits)");
+  if (!config_for(a.head_dim))
+    return invalid("head_dim: " + std::to_string(a.head_dim) + " is not supported (supported: " + head_dims() + ")");
+  if (a.heads_q % a.heads_kv != 0)
+    return invalid("heads_kv: must divide heads_q (" + std::to_string(a.heads_q) + " % " + std::to_string(a.heads_kv) +
+                   " != 0)");
+  if (!std::isfinite(a.softmax_scale) || a.softmax_scale < 0.0f)
+    return invalid("softmax_scale: must be finite and >= 0 (0 = 1/sqrt(head_dim))");
+
+  struct T {
+    const char* name;
+    const void* ptr;
+    const int64_t* stride;
+    int64_t seq, heads;
+  };
+  const T tensors[] = {{"q", a.q, a.q_stride, a.seqlen_q, a.heads_q},
+                       {"k", a.k, a.k_stride, a.seqlen_k, a.heads_kv},
+                       {"v", a.v, a.v_stride, a.seqlen_k, a.heads_kv},
+                       {"o", a.o, a.o_stride, a.seqlen_q, a.heads_q}};
+  for (const T& t : tensors) {
+    const std::string n(t.name);
+    if (!t.ptr) return invalid(n + ": null pointer");
+    if (reinterpret_cast<uintptr_t>(t.ptr) % 16 != 0)
+      return invalid(n + ": must be 16-byte aligned (the kernels move 8 head-dim elements at a time)");
+    for (int i = 0; i < 3; ++i) {
+      const char* mode[] = {"batch", "sequence", "head"};
+      if (t.stride[i] < 0) return invalid(n + "_stride[" + std::to_string(i) + "] (" + mode[i] + "): must be >= 0");
+      if (t.stride[i] % 8 != 0)
+        return invalid(n + "_stride[" + std::to_string(i) + "] (" + mode[i] +
+                       "): must be a multiple of 8 elements (16 bytes) so head-dim rows stay aligned (got " +
+                       std::to_string(t.stride[i]) + ")");
+    }
+    // The largest element offset must fit in 64 bits (int64 indexing in the kernel).
+    const __int128 last = (__int128)(a.batch - 1) * t.stride[0] + (__int128)(t.seq - 1) * t.stride[1] +
+                          (__int128)(t.heads - 1) * t.stride[2] + a.head_dim;
+    if (last > INT64_MAX / 2) return invalid(n + ": strides address more than 2^62 elements");
+  }
+  // Each output element written once.
+  if (!detail::injective({{a.batch, a.o_stride[0]}, {a.seqlen_q, a.o_stride[1]}, {a.heads_q, a.o_stride[2]},
+                          {a.head_dim, 1}}))
+    return invalid("o_stride: batches, rows or heads of O overlap in memory");
+  if (a.lse && reinterpret_cast<uintptr_t>(a.lse) % 4 != 0) return invalid("lse: must be 4-byte aligned");
+  return Status::success();
+}
+
+}  // namespace attn
+
+Status attention(const AttentionArgs& args, void* stream) {
+  auto impl = [&]() -> Status {
+    if (Status s = attn::validate(args); !s.ok()) return s;
+    detail::DeviceInfo dev;
+    if (Status s = detail::current_device(&dev); !s.ok()) return s;
+    if (dev.cc_major < 8)
+      return detail::fail(TESSERA_STATUS_NOT_SUPPORTED, "attention kernels need an sm_80 or newer GPU; this device is sm_" +
+                                                    std::to_string(dev.cc_major * 10 + dev.cc_minor));
+    const attn::AttnConfig* cfg = attn::config_for(args.head_dim);
+    if (cfg->smem_bytes > dev.smem_optin)
+      return detail::fail(TESSERA_STATUS_NOT_SUPPORTED, std::string(cfg->name) + " needs " + std::to_string(cfg->smem_bytes) +
+                                                    " bytes of shared memory; the device allows " +
+                                                    std::to_string(dev.smem_optin));
+    attn::AttnParams p;
+    p.q = args.q;
+    p.k = args.k;
+    p.v = args.v;
+    p.o = args.o;
+    p.lse = args.lse;
+    p.batch = int(args.batch);
+    p.seqlen_q = int(args.seqlen_q);
+    p.seqlen_k = int(args.seqlen_k);
+    p.heads_q = int(args.heads_q);
+    p.heads_kv = int(args.heads_kv);
+    for (int i = 0; i < 3; ++i) {
+      p.q_stride[i] = args.q_stride[i];
+      p.k_stride[i] = args.k_stride[i];
+      p.v_stride[i] = args.v_stride[i];
+      p.o_stride[i] = args.o_stride[i];
+    }
+    p.scale = args.softmax_scale > 0.0f ? args.softmax_scale : 1.0f / std::sqrt(float(args.head_dim));
+    p.scale_log2 = p.scale * 1.4426950408889634f;
+    const cudaError_t e =
+        attn::sm80::run(cfg->id, args.dtype == DType::BF16, args.causal, p, static_cast<cudaStream_t>(stream));
+    if (e != cudaSuccess) return detail::fail(TESSERA_STATUS_CUDA_ERROR, std::string(cfg->name) + ": " + cudaGetErrorString(e));
+    return Status::success();
+  };
+  return detail::remember(impl());
+}
+
+}  // namespace tessera

@@ -1,0 +1,22 @@
+// Plain parameters of the attention-forward kernels (no CUDA/CuTe types; host-testable).
+#pragma once
+#include <cstdint>
+
+namespace tessera::attn {
+
+struct AttnParams {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;
+  float* lse = nullptr;  // [B, Hq, Sq] fp32, or null
+  int batch = 0, seqlen_q = 0, seqlen_k = 0, heads_q = 0, heads_kv = 0;
+  int64_t q_stride[3] = {0, 0, 0};  // (batch, seq, head)
+  int64_t k_stride[3] = {0, 0, 0};
+  int64_t v_stride[3] = {0, 0, 0};
+  int64_t o_stride[3] = {0, 0, 0};
+  float scale = 1.0f;        // softmax scale
+  float scale_log2 = 1.0f;   // scale * log2(e): softmax in exp2
+};
+
+}  // namespace tessera::attn

@@ -1,0 +1,324 @@
+// Attention forward, FlashAttention-2 structure (seed 004), on SM80 mma.sync. Runs on sm_80+.
+//
+// One CTA computes O for BLOCK_M query rows of one (batch, query head):
+//   Q tile -> smem once; for each key block (last to first, so the masked blocks come first):
+//     S = Q K^T (registers), mask (causal / sequence tail), online softmax in exp2 with the scale
+//     folded in (running max and sum, rescale of O), P -> f16/bf16 in registers re-used as the A
+//     operand of O += P V.
+//   K and V have one smem buffer each: V(n) loads while S(n) = Q K(n)^T runs, and K(n-1) loads
+//   while P V(n) runs.
+//   O = O / rowsum -> smem (re-using Q's buffer) -> 16-byte coalesced stores; LSE to gmem.
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "attention/params.hpp"
+
+namespace tessera::attn::sm80 {
+
+using namespace cute;
+
+template <bool BF16>
+struct ElementOf {
+  using type = cute::half_t;
+  using MmaOp = SM80_16x8x16_F32F16F16F32_TN;
+};
+template <>
+struct ElementOf<true> {
+  using type = cute::bfloat16_t;
+  using MmaOp = SM80_16x8x16_F32BF16BF16F32_TN;
+};
+
+template <int D_, int BM_, int BN_, int Warps_, bool BF16, bool Causal_>
+struct Traits {
+  static constexpr int D = D_, BM = BM_, BN = BN_, kWarps = Warps_, kThreads = 32 * Warps_;
+  static constexpr bool Causal = Causal_;
+  using Element = typename ElementOf<BF16>::type;
+
+  // smem rows are head_dim long (D contiguous). Swizzle atom of 64 elements (128 B rows,
+  // Swizzle<3,3,3>) when D is a multiple of 64, else 32 elements (64 B rows, Swizzle<2,3,3>):
+  // the same derivation as the GEMM's K-major operands (gemm/sm80/smem_layouts.hpp).
+  static constexpr int kAtomCols = D % 64 == 0 ? 64 : 32;
+  static constexpr int kSwizzleBits = kAtomCols == 64 ? 3 : 2;
+  using SmemAtom = decltype(composition(Swizzle<kSwizzleBits, 3, 3>{},
+                                        Layout<Shape<_8, Int<kAtomCols>>, Stride<Int<kAtomCols>, _1>>{}));
+  using SmemLayoutQ = decltype(tile_to_shape(SmemAtom{}, Shape<Int<BM>, Int<D>>{}));   // (BM,D)
+  using SmemLayoutKV = decltype(tile_to_shape(SmemAtom{}, Shape<Int<BN>, Int<D>>{}));  // (BN,D)
+  // V seen as the B operand of P V: (D, BN), read with ldmatrix.trans.
+  using SmemLayoutVt = decltype(composition(SmemLayoutKV{}, make_layout(Shape<Int<D>, Int<BN>>{}, GenRowMajor{})));
+
+  using TiledMma = decltype(make_tiled_mma(MMA_Atom<typename ElementOf<BF16>::MmaOp>{},
+                                           Layout<Shape<Int<Warps_>, _1, _1>>{},
+                                           Tile<Int<16 * Warps_>, _16, _16>{}));
+
+  // gmem <-> smem: 16-byte vectors, threads along D first.
+  static constexpr int kThrPerRow = kAtomCols / 8;
+  using GmemThrLayout = Layout<Shape<Int<kThreads / kThrPerRow>, Int<kThrPerRow>>, Stride<Int<kThrPerRow>, _1>>;
+  using GmemCopyIn = decltype(make_tiled_copy(Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<uint128_t>, Element>{},
+                                              GmemThrLayout{}, Layout<Shape<_1, _8>>{}));
+  using GmemCopyOut = decltype(make_tiled_copy(Copy_Atom<UniversalCopy<uint128_t>, Element>{}, GmemThrLayout{},
+                                               Layout<Shape<_1, _8>>{}));
+
+  static constexpr int kQElems = int(cosize_v<SmemLayoutQ>);
+  static constexpr int kKVElems = int(cosize_v<SmemLayoutKV>);
+  static constexpr int kSmemBytes = (kQElems + 2 * kKVElems) * int(sizeof(Element));
+  static_assert(BM % (16 * Warps_) == 0 && BN % 16 == 0 && D % 16 == 0, "tile vs MMA");
+};
+
+// View of an accumulator fragment (MMA=(2 cols, 2 rows), MMA_M, MMA_N) as (rows, cols), so that a
+// thread's values of one query row sit in one row of the view.
+template <class Layout>
+CUTE_HOST_DEVICE constexpr auto rowcol(Layout l) {
+  auto d = logical_divide(l, Shape<_2>{});  // ((2 cols, 2 rows), MMA_M, MMA_N)
+  return make_layout(make_layout(get<0, 1>(d), get<1>(d)), make_layout(get<0, 0>(d), get<2>(d)));
+}
+
+// Accumulator (4, MMA_M, MMA_N) re-read as an A operand (8, MMA_M, MMA_N / 2): two adjacent n8
+// accumulator atoms hold exactly the values of one k16 A fragment, in A's register order.
+template <class Layout>
+CUTE_HOST_DEVICE constexpr auto acc_as_a(Layout l) {
+  auto d = logical_divide(l, Shape<X, X, _2>{});  // (4, MMA_M, (2, MMA_N/2))
+  return make_layout(make_layout(get<0>(d), get<2, 0>(d)), get<1>(d), get<2, 1>(d));
+}
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffff, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffff, x, 1);
+  return x + __shfl_xor_sync(0xffffffff, x, 2);
+}
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads) attention_kernel(AttnParams p) {
+  using Element = typename T::Element;
+  constexpr int BM = T::BM, BN = T::BN, D = T::D;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int tid = threadIdx.x;
+  const int m_block = blockIdx.x, head = blockIdx.y, b = blockIdx.z;
+  const int head_kv = head / (p.heads_q / p.heads_kv);
+  const int row0 = m_block * BM;
+  const int diag = p.seqlen_k - p.seqlen_q;  // causal: query i sees keys j <= i + diag
+
+  // Key blocks this query block needs (causal: up to the last row's diagonal).
+  int n_blocks = (p.seqlen_k + BN - 1) / BN;
+  if constexpr (T::Causal) {
+    const int last_row = min(row0 + BM, p.seqlen_q) - 1;
+    n_blocks = min(n_blocks, max(0, (last_row + diag + 1 + BN - 1) / BN));
+  }
+
+  // Global tensors of this (batch, head): (S, D) with unit stride along D.
+  const Element* q_ptr = static_cast<const Element*>(p.q) + b * p.q_stride[0] + head * p.q_stride[2];
+  const Element* k_ptr = static_cast<const Element*>(p.k) + b * p.k_stride[0] + head_kv * p.k_stride[2];
+  const Element* v_ptr = static_cast<const Element*>(p.v) + b * p.v_stride[0] + head_kv * p.v_stride[2];
+  Element* o_ptr = static_cast<Element*>(p.o) + b * p.o_stride[0] + head * p.o_stride[2];
+  Tensor mQ = make_tensor(make_gmem_ptr(q_ptr), make_shape(p.seqlen_q, Int<D>{}), make_stride(p.q_stride[1], _1{}));
+  Tensor mK = make_tensor(make_gmem_ptr(k_ptr), make_shape(p.seqlen_k, Int<D>{}), make_stride(p.k_stride[1], _1{}));
+  Tensor mV = make_tensor(make_gmem_ptr(v_ptr), make_shape(p.seqlen_k, Int<D>{}), make_stride(p.v_stride[1], _1{}));
+  Tensor mO = make_tensor(make_gmem_ptr(o_ptr), make_shape(p.seqlen_q, Int<D>{}), make_stride(p.o_stride[1], _1{}));
+  Tensor gQ = local_tile(mQ, Shape<Int<BM>, Int<D>>{}, make_coord(m_block, 0));  // (BM,D)
+  Tensor gO = local_tile(mO, Shape<Int<BM>, Int<D>>{}, make_coord(m_block, 0));  // (BM,D)
+  Tensor cQ = local_tile(make_identity_tensor(shape(mQ)), Shape<Int<BM>, Int<D>>{}, make_coord(m_block, 0));  // -> (s,d)
+  Tensor gK = local_tile(mK, Shape<Int<BN>, Int<D>>{}, make_coord(_, 0));        // (BN,D,n_blocks)
+  Tensor gV = local_tile(mV, Shape<Int<BN>, Int<D>>{}, make_coord(_, 0));        // (BN,D,n_blocks)
+  Tensor cK = local_tile(make_identity_tensor(shape(mK)), Shape<Int<BN>, Int<D>>{}, make_coord(_, 0));
+
+  Element* smem_q = reinterpret_cast<Element*>(smem);
+  Tensor sQ = make_tensor(make_smem_ptr(smem_q), typename T::SmemLayoutQ{});                       // (BM,D)
+  Tensor sK = make_tensor(make_smem_ptr(smem_q + T::kQElems), typename T::SmemLayoutKV{});                // (BN,D)
+  Tensor sV = make_tensor(make_smem_ptr(smem_q + T::kQElems + T::kKVElems), typename T::SmemLayoutKV{});  // (BN,D)
+  Tensor sVt = make_tensor(sV.data(), typename T::SmemLayoutVt{});                                   // (D,BN)
+
+  // ---- copies gmem -> smem (zero-filled outside the sequence) ----
+  typename T::GmemCopyIn g2s;
+  auto thr_g2s = g2s.get_slice(tid);
+  Tensor tQgQ = thr_g2s.partition_S(gQ);  // (CPY,CPY_M,CPY_D)
+  Tensor tQsQ = thr_g2s.partition_D(sQ);
+  Tensor tQcQ = thr_g2s.partition_S(cQ);
+  Tensor tKgK = thr_g2s.partition_S(gK);  // (CPY,CPY_N,CPY_D,n_blocks)
+  Tensor tKsK = thr_g2s.partition_D(sK);
+  Tensor tVgV = thr_g2s.partition_S(gV);
+  Tensor tVsV = thr_g2s.partition_D(sV);
+  Tensor tKcK = thr_g2s.partition_S(cK);  // (CPY,CPY_N,CPY_D,n_blocks) -> (s,d)
+
+  auto copy_rows = [&](auto const& src, auto& dst, auto const& coords, int rows) {
+    CUTE_UNROLL
+    for (int i = 0; i < size<1>(dst); ++i) {
+      const bool in = get<0>(coords(0, i, 0)) < rows;
+      CUTE_UNROLL
+      for (int j = 0; j < size<2>(dst); ++j) copy(g2s.with(in), src(_, i, j), dst(_, i, j));
+    }
+  };
+
+
+  // ---- MMA partitions ----
+  typename T::TiledMma mma;
+  auto thr_mma = mma.get_slice(tid);
+  Tensor tSrQ = thr_mma.partition_fragment_A(sQ);  // (MMA,MMA_M,MMA_K=D/16)
+  Tensor tSrK = thr_mma.partition_fragment_B(sK);  // (MMA,MMA_N,MMA_K=D/16)
+  Tensor tOrVt = thr_mma.partition_fragment_B(make_tensor(make_smem_ptr(smem_q), make_layout(Shape<Int<D>, Int<BN>>{})));  // (MMA,MMA_D,MMA_K=BN/16)
+  Tensor acc_o = partition_fragment_C(mma, Shape<Int<BM>, Int<D>>{});  // (MMA,MMA_M,MMA_D) fp32
+  clear(acc_o);
+
+  auto s2r_q = make_tiled_copy_A(Copy_Atom<SM75_U32x4_LDSM_N, Element>{}, mma);
+  auto s2r_k = make_tiled_copy_B(Copy_Atom<SM75_U32x4_LDSM_N, Element>{}, mma);
+  auto s2r_v = make_tiled_copy_B(Copy_Atom<SM75_U16x8_LDSM_T, Element>{}, mma);
+  Tensor tSsQ = s2r_q.get_slice(tid).partition_S(sQ);
+  Tensor tSrQ_v = s2r_q.get_slice(tid).retile_D(tSrQ);
+  Tensor tSsK = s2r_k.get_slice(tid).partition_S(sK);
+  Tensor tSrK_v = s2r_k.get_slice(tid).retile_D(tSrK);
+  Tensor tOsVt = s2r_v.get_slice(tid).partition_S(sVt);
+  Tensor tOrVt_v = s2r_v.get_slice(tid).retile_D(tOrVt);
+
+  // Coordinates of each S accumulator element within the (BM, BN) block, viewed (rows, cols).
+  Tensor cS = make_identity_tensor(Shape<Int<BM>, Int<BN>>{});
+  Tensor tScS = thr_mma.partition_C(cS);
+  Tensor tScS_rc = make_tensor(tScS.data(), rowcol(tScS.layout()));
+  constexpr int kRows = decltype(size<0>(rowcol(acc_o.layout())))::value;  // query rows this thread holds (2 * MMA_M)
+  float row_max[kRows], row_sum[kRows];
+  CUTE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    row_max[r] = -INFINITY;
+    row_sum[r] = 0.0f;
+  }
+
+  if (n_blocks > 0) {
+    int n_block = n_blocks - 1;
+    copy_rows(tQgQ, tQsQ, tQcQ, p.seqlen_q);
+    copy_rows(tKgK(_, _, _, n_block), tKsK, tKcK(_, _, _, n_block), p.seqlen_k);
+    cp_async_fence();
+
+    for (; n_block >= 0; --n_block) {
+      Tensor acc_s = partition_fragment_C(mma, Shape<Int<BM>, Int<BN>>{});  // (MMA,MMA_M,MMA_N) fp32
+      clear(acc_s);
+      cp_async_wait<0>();
+      __syncthreads();  // K(n) (and Q) landed; every thread is done reading V(n+1)
+      copy_rows(tVgV(_, _, _, n_block), tVsV, tKcK(_, _, _, n_block), p.seqlen_k);
+      cp_async_fence();
+
+      // S = Q K^T, one k-block (16 of D) at a time.
+#ifdef TESSERA_ATTN_PREFETCH
+      copy(s2r_q, tSsQ(_, _, 0), tSrQ_v(_, _, 0));
+      copy(s2r_k, tSsK(_, _, 0), tSrK_v(_, _, 0));
+#endif
+      CUTE_UNROLL
+      for (int kb = 0; kb < size<2>(tSrQ); ++kb) {
+#ifdef TESSERA_ATTN_PREFETCH
+        if (kb + 1 < size<2>(tSrQ)) {
+          copy(s2r_q, tSsQ(_, _, kb + 1), tSrQ_v(_, _, kb + 1));
+          copy(s2r_k, tSsK(_, _, kb + 1), tSrK_v(_, _, kb + 1));
+        }
+#else
+        copy(s2r_q, tSsQ(_, _, kb), tSrQ_v(_, _, kb));
+        copy(s2r_k, tSsK(_, _, kb), tSrK_v(_, _, kb));
+#endif
+        cute::gemm(mma, tSrQ(_, _, kb), tSrK(_, _, kb), acc_s);
+      }
+
+      // Masks: keys past the sequence end, and (causal) keys right of the diagonal. Only the
+      // blocks that can contain such keys pay for the check.
+      Tensor s = make_tensor(acc_s.data(), rowcol(acc_s.layout()));  // (rows, cols)
+      const int col0 = n_block * BN;
+      const bool tail = col0 + BN > p.seqlen_k;
+      const bool diagonal = T::Causal && col0 + BN - 1 > row0 + diag;
+      if (tail || diagonal) {
+        CUTE_UNROLL
+        for (int r = 0; r < size<0>(s); ++r) {
+          CUTE_UNROLL
+          for (int c = 0; c < size<1>(s); ++c) {
+            const int col = col0 + get<1>(tScS_rc(r, c));
+            const int row = row0 + get<0>(tScS_rc(r, c));
+            if (col >= p.seqlen_k || (T::Causal && col > row + diag)) s(r, c) = -INFINITY;
+          }
+        }
+      }
+
+      cp_async_wait<0>();
+      __syncthreads();  // V(n) landed; every thread is done reading K(n)
+      if (n_block > 0) {
+        copy_rows(tKgK(_, _, _, n_block - 1), tKsK, tKcK(_, _, _, n_block - 1), p.seqlen_k);
+        cp_async_fence();
+      }
+
+      // Online softmax, per query row: new max, rescale O and the running sum, P = exp2(...).
+      Tensor o_rc = make_tensor(acc_o.data(), rowcol(acc_o.layout()));
+      CUTE_UNROLL
+      for (int r = 0; r < size<0>(s); ++r) {
+        float mx = row_max[r];
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(s); ++c) mx = fmaxf(mx, s(r, c));
+        mx = quad_max(mx);
+        // A row that has seen only masked keys keeps max = -inf; use 0 so exp2 gives 0, not NaN.
+        const float mx_scaled = mx == -INFINITY ? 0.0f : mx * p.scale_log2;
+        const float correction = mx == -INFINITY ? 1.0f : exp2f(row_max[r] * p.scale_log2 - mx_scaled);
+        row_max[r] = mx;
+        row_sum[r] *= correction;
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(o_rc); ++c) o_rc(r, c) *= correction;
+        float sum = 0.0f;
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(s); ++c) {
+          s(r, c) = exp2f(s(r, c) * p.scale_log2 - mx_scaled);
+          sum += s(r, c);
+        }
+        row_sum[r] += sum;  // this thread's part; the quad is summed once at the end
+      }
+
+      // O += P V. P stays in registers: the fp32 accumulator, viewed in the A-operand layout, is
+      // converted one k-block at a time (so S's registers free up as P is consumed).
+      Tensor tOrP32 = make_tensor(acc_s.data(), acc_as_a(acc_s.layout()));  // (MMA,MMA_M,MMA_K=BN/16) fp32
+      copy(s2r_v, tOsVt(_, _, 0), tOrVt_v(_, _, 0));
+      CUTE_UNROLL
+      for (int kb = 0; kb < size<2>(tOrP32); ++kb) {
+        if (kb + 1 < size<2>(tOrP32)) copy(s2r_v, tOsVt(_, _, kb + 1), tOrVt_v(_, _, kb + 1));
+        Tensor tOrP = make_tensor_like<Element>(tOrP32(_, _, kb));  // (MMA,MMA_M)
+        CUTE_UNROLL
+        for (int i = 0; i < size(tOrP); ++i) tOrP(i) = Element(tOrP32(_, _, kb)(i));
+        cute::gemm(mma, tOrP, tOrVt(_, _, kb), acc_o);
+      }
+    }
+  }
+
+  // ---- epilogue: normalise, LSE, O -> smem -> gmem ----
+  Tensor o_rc = make_tensor(acc_o.data(), rowcol(acc_o.layout()));
+  Tensor cO = make_identity_tensor(Shape<Int<BM>, Int<D>>{});
+  Tensor tOcO = thr_mma.partition_C(cO);
+  Tensor tOcO_rc = make_tensor(tOcO.data(), rowcol(tOcO.layout()));
+  CUTE_UNROLL
+  for (int r = 0; r < size<0>(o_rc); ++r) {
+    const float sum = quad_sum(row_sum[r]);
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // a row with no visible key: O = 0
+    CUTE_UNROLL
+    for (int c = 0; c < size<1>(o_rc); ++c) o_rc(r, c) *= inv;
+    const int row = row0 + get<0>(tOcO_rc(r, 0));
+    if (p.lse && (tid % 4) == 0 && row < p.seqlen_q) {
+      const float lse = sum > 0.0f ? (row_max[r] * p.scale_log2 + __log2f(sum)) * 0.69314718055994530942f : -INFINITY;
+      p.lse[(int64_t(b) * p.heads_q + head) * p.seqlen_q + row] = lse;
+    }
+  }
+
+  __syncthreads();  // every warp is done with sQ (its last S) before O overwrites it
+  Tensor sO = make_tensor(sQ.data(), typename T::SmemLayoutQ{});  // (BM,D)
+  Tensor rO = make_tensor_like<Element>(acc_o);
+  CUTE_UNROLL
+  for (int i = 0; i < size(acc_o); ++i) rO(i) = Element(acc_o(i));
+  auto r2s = make_tiled_copy_C(Copy_Atom<DefaultCopy, Element>{}, mma);
+  copy(r2s, r2s.get_slice(tid).retile_S(rO), r2s.get_slice(tid).partition_D(sO));
+  __syncthreads();
+
+  typename T::GmemCopyOut s2g;
+  auto thr_s2g = s2g.get_slice(tid);
+  Tensor tOsO = thr_s2g.partition_S(sO);  // (CPY,CPY_M,CPY_D)
+  Tensor tOgO = thr_s2g.partition_D(gO);
+  Tensor tOcO_g = thr_s2g.partition_D(cQ);
+  CUTE_UNROLL
+  for (int i = 0; i < size<1>(tOsO); ++i) {
+    if (get<0>(tOcO_g(0, i, 0)) < p.seqlen_q) {
+      CUTE_UNROLL
+      for (int j = 0; j < size<2>(tOsO); ++j) copy(s2g, tOsO(_, i, j), tOgO(_, i, j));
+    }
+  }
+}
+
+}  // namespace tessera::attn::sm80

@@ -1,0 +1,203 @@
+// The configuration table (gemm/configs.cpp, sm80/configs.def) and the heuristic select_config.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gemm/configs.hpp"
+#include "gemm/sm80/launch.hpp"
+
+// The library's internal namespace (headers under src/).
+namespace ti = tessera::gemm_impl;
+
+namespace {
+
+using ti::Config;
+using ti::configs;
+using ti::HeuristicInput;
+using ti::Kernel;
+using ti::select_config;
+
+struct Device {
+  const char* name;
+  int sm_count, cc, smem_optin;
+};
+constexpr Device kH100{"H100", 132, 90, 232448};
+constexpr Device kA100{"A100", 108, 80, 166912};
+constexpr Device kSm86{"sm_86", 84, 86, 101376};
+
+constexpr const char* kLarge = "sm80_128x256x32_s4_w8";
+constexpr const char* kMedium = "sm80_128x128x32_s4_w4";
+constexpr const char* kSmall = "sm80_64x64x32_s3_w4";
+
+const Config& pick(const Device& d, long long m, long long n, long long k, long long batch = 1) {
+  return select_config(HeuristicInput{m, n, k, batch, d.sm_count, d.cc, d.smem_optin});
+}
+
+long long tiles(const Config& c, long long m, long long n, long long batch) {
+  return ((m + c.bm - 1) / c.bm) * ((n + c.bn - 1) / c.bn) * batch;
+}
+
+int smem_formula(const Config& c) {
+  const int pipe = c.stages * (c.bm + c.bn) * c.bk * 2;
+  const int epi = c.bm * (c.bn + 8) * 4;
+  return std::max(pipe, epi);
+}
+
+// ---- the table -------------------------------------------------------------------------------------
+
+TEST(ConfigTable, Consistent) {
+  const auto& t = configs();
+  ASSERT_GE(t.size(), 2u);
+  std::set<std::string> names;
+  int expected_id = 0;
+  for (const Config& c : t) {
+    SCOPED_TRACE(c.name);
+    EXPECT_TRUE(names.insert(c.name).second) << "duplicate name";
+    EXPECT_EQ(ti::find_config(c.name), &c);
+    EXPECT_NE(ti::config_names().find(c.name), std::string::npos);
+    EXPECT_GE(c.min_cc, 80);
+    EXPECT_GT(std::string(c.reason).size(), 20u);
+    if (c.kernel == Kernel::Sm80) {
+      EXPECT_EQ(c.id, expected_id++) << "sm80 ids follow configs.def order";
+      EXPECT_EQ(c.smem_bytes, smem_formula(c));
+      EXPECT_EQ(c.smem_bytes, ti::sm80::smem_bytes(c.id)) << "dispatch.cpp disagrees";
+      EXPECT_EQ(std::string(c.name),
+                "sm80_" + std::to_string(c.bm) + "x" + std::to_string(c.bn) + "x" + std::to_string(c.bk) + "_s" +
+                    std::to_string(c.stages) + "_w" + std::to_string(c.warps))
+          << "the name states the tile";
+      EXPECT_EQ(c.bm % 16, 0);
+      EXPECT_EQ(c.bn % 16, 0);
+      EXPECT_EQ(c.bk % 16, 0);
+    }
+  }
+  EXPECT_EQ(t.back().kernel, Kernel::Fallback);
+  EXPECT_EQ(&t.back(), &ti::fallback_config());
+  EXPECT_EQ(std::string(t.back().name), "simt_fallback");
+  EXPECT_EQ(ti::find_config("nope"), nullptr);
+  EXPECT_EQ(ti::find_config(""), nullptr);
+  EXPECT_EQ(ti::sm80::smem_bytes(999), 0);
+  EXPECT_NE(ti::find_config(kLarge), nullptr);
+  EXPECT_NE(ti::find_config(kMedium), nullptr);
+  EXPECT_NE(ti::find_config(kSmall), nullptr);
+}
+
+TEST(ConfigTable, OrderedFromLargestTileToSmallest) {
+  // select_config walks the table in order and keeps the last fitting config as "smallest".
+  long long prev = -1;
+  for (const Config& c : configs()) {
+    if (c.kernel != Kernel::Sm80) continue;
+    const long long area = (long long)c.bm * c.bn;
+    if (prev >= 0) {
+      EXPECT_LE(area, prev) << c.name;
+    }
+    prev = area;
+  }
+}
+
+// ---- explicit choices ---------------------------------------------------------------------------------
+
+TEST(Heuristic, LargeSquaresPickTheLargestTile) {
+  for (const Device& d : {kH100, kA100})
+    for (long long s : {4096LL, 8192LL, 16384LL}) EXPECT_STREQ(pick(d, s, s, s).name, kLarge) << d.name << " " << s;
+  EXPECT_STREQ(pick(kA100, 3072, 3072, 3072).name, kLarge);  // 24 * 12 = 288 tiles
+}
+
+TEST(Heuristic, Sm86SkipsTheLargestTile) {
+  ASSERT_GT(ti::find_config(kLarge)->smem_bytes, kSm86.smem_optin);
+  for (long long s : {1024LL, 4096LL, 8192LL}) {
+    const Config& c = pick(kSm86, s, s, s);
+    EXPECT_STRNE(c.name, kLarge) << s;
+    EXPECT_LE(c.smem_bytes, kSm86.smem_optin);
+  }
+  EXPECT_STREQ(pick(kSm86, 4096, 4096, 4096).name, kMedium);
+}
+
+TEST(Heuristic, SkinnyMPicksASmallerTileThatFillsTheSMs) {
+  // M = 128: 128x256 tiles give N / 256 CTAs.
+  // H100 (132 SMs), N = 16384: 64 (128x256), 128 (128x128) < 132 -> 64x64 gives 512.
+  EXPECT_STREQ(pick(kH100, 128, 16384, 4096).name, kSmall);
+  // A100 (108 SMs): 128x128 already gives 128 >= 108.
+  EXPECT_STREQ(pick(kA100, 128, 16384, 4096).name, kMedium);
+  // N = 65536: 128x256 gives 256 tiles, enough everywhere.
+  EXPECT_STREQ(pick(kH100, 128, 65536, 4096).name, kLarge);
+  // N = 128 instead: 128x256 tiles still give M / 128 CTAs (the tile is tall enough).
+  EXPECT_STREQ(pick(kA100, 16384, 128, 4096).name, kLarge) << "128 tiles fill 108 SMs";
+  EXPECT_STREQ(pick(kH100, 16384, 128, 4096).name, kSmall) << "128 tiles of 128x256 or 128x128 < 132 SMs";
+  EXPECT_STREQ(pick(kH100, 128, 8192, 4096).name, kSmall);
+  EXPECT_STREQ(pick(kA100, 256, 8192, 4096).name, kMedium);  // 64 (128x256) < 108 <= 128 (128x128)
+}
+
+TEST(Heuristic, TinyProblemsPickTheSmallestTile) {
+  for (const Device& d : {kH100, kA100, kSm86}) {
+    EXPECT_STREQ(pick(d, 1, 1, 1).name, kSmall) << d.name;
+    EXPECT_STREQ(pick(d, 17, 33, 7).name, kSmall) << d.name;
+    EXPECT_STREQ(pick(d, 128, 128, 32).name, kSmall) << d.name;
+    EXPECT_STREQ(pick(d, 64, 80, 1).name, kSmall) << d.name;
+  }
+}
+
+TEST(Heuristic, BatchMultipliesTiles) {
+  // 1024^2: 32 tiles of 128x256, 64 of 128x128, 256 of 64x64.
+  EXPECT_STREQ(pick(kH100, 1024, 1024, 1024, 1).name, kSmall);
+  EXPECT_STREQ(pick(kH100, 1024, 1024, 1024, 4).name, kMedium);  // 128 < 132, 256 >= 132
+  EXPECT_STREQ(pick(kH100, 1024, 1024, 1024, 5).name, kLarge);   // 160 >= 132
+  EXPECT_STREQ(pick(kA100, 1024, 1024, 1024, 4).name, kLarge);   // 128 >= 108
+  EXPECT_STREQ(pick(kH100, 64, 64, 64, 200).name, kLarge);       // 200 tiles even of 128x256
+}
+
+TEST(Heuristic, KDoesNotChangeTheChoice) {
+  for (long long k : {1LL, 64LL, 4096LL, 1LL << 20})
+    EXPECT_STREQ(pick(kH100, 4096, 4096, k).name, kLarge) << k;
+}
+
+TEST(Heuristic, NoSm80ConfigFitsFallsBack) {
+  EXPECT_EQ(pick(Device{"tiny smem", 108, 80, 16 * 1024}, 4096, 4096, 4096).kernel, Kernel::Fallback);
+  EXPECT_EQ(pick(Device{"sm_75", 40, 75, 65536}, 4096, 4096, 4096).kernel, Kernel::Fallback);
+  // 48 KiB without opt-in still fits the 64x64 tile.
+  EXPECT_STREQ(pick(Device{"48K", 108, 80, 49152}, 4096, 4096, 4096).name, kSmall);
+}
+
+// ---- properties over many shapes and devices -------------------------------------------------------------
+
+TEST(Heuristic, Properties) {
+  const std::vector<Device> devices = {kH100, kA100, kSm86, {"small", 16, 80, 101376}, {"48K", 46, 87, 49152},
+                                       {"big", 264, 100, 232448}};
+  const std::vector<long long> dims = {1, 7, 63, 64, 65, 127, 128, 129, 255, 256, 300, 777, 1000, 1025,
+                                       2048, 4096, 5000, 16384, 100000};
+  int checked = 0;
+  for (const Device& d : devices)
+    for (long long m : dims)
+      for (long long n : dims)
+        for (long long batch : {1LL, 2LL, 3LL, 16LL, 1000LL}) {
+          const Config& c = pick(d, m, n, 64, batch);
+          SCOPED_TRACE(std::string(d.name) + " " + std::to_string(m) + "x" + std::to_string(n) + " batch " +
+                       std::to_string(batch) + " -> " + c.name);
+          ASSERT_EQ(c.kernel, Kernel::Sm80);
+          EXPECT_LE(c.smem_bytes, d.smem_optin) << "never more shared memory than the device has";
+          EXPECT_LE(c.min_cc, d.cc);
+          // The first fitting config (largest tile) with tiles >= SMs, else the last fitting one.
+          const Config* want = nullptr;
+          const Config* last = nullptr;
+          for (const Config& x : configs()) {
+            if (x.kernel != Kernel::Sm80 || x.smem_bytes > d.smem_optin || x.min_cc > d.cc) continue;
+            last = &x;
+            if (!want && tiles(x, m, n, batch) >= d.sm_count) want = &x;
+          }
+          if (!want) want = last;
+          EXPECT_EQ(&c, want);
+          if (tiles(c, m, n, batch) < d.sm_count) {
+            // Nothing fills the SMs: then it is the tile with the most CTAs.
+            for (const Config& x : configs())
+              if (x.kernel == Kernel::Sm80 && x.smem_bytes <= d.smem_optin) {
+                EXPECT_LE(tiles(x, m, n, batch), tiles(c, m, n, batch)) << x.name;
+              }
+          }
+          ++checked;
+        }
+  EXPECT_GT(checked, 10000);
+}
+
+}  // namespace

@@ -1,0 +1,800 @@
+// Every argument rule of the GEMM API (gemm/validate.cpp and the pre-launch checks of
+// gemm/api.cpp), one test per rule, plus the C ABI's bookkeeping (statuses, last error, config
+// table). Pointers are fake but aligned device addresses: validation never dereferences them.
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <thread>
+
+#include <cuda_runtime_api.h>
+
+#include "gemm/configs.hpp"
+#include "gemm/plan.hpp"
+#include "tessera/tessera.h"
+#include "tessera/tessera.hpp"
+
+// The library's internal namespace (headers under src/).
+namespace ti = tessera::gemm_impl;
+
+namespace {
+
+using tessera::DType;
+using tessera::GemmArgs;
+using tessera::Layout;
+using tessera::Matrix;
+using tessera::Op;
+using tessera::Status;
+
+const void* P(uintptr_t x) { return reinterpret_cast<const void*>(x); }
+
+// Far apart (1 TiB) so that even the huge matrices below do not overlap by accident.
+constexpr uintptr_t kA = uintptr_t(1) << 40, kB = uintptr_t(2) << 40, kC = uintptr_t(3) << 40,
+                    kD = uintptr_t(4) << 40, kW = uintptr_t(5) << 40;
+constexpr int64_t kM = 64, kN = 48, kK = 32;
+
+// D (64 x 48, f32, row-major) = A (64 x 32, f16, row-major) * B (32 x 48, f16, row-major); C is set
+// (a valid f32 64 x 48 matrix) but beta = 0.
+GemmArgs valid_args() {
+  GemmArgs g;
+  g.a = tessera::dense(P(kA), DType::F16, kM, kK);
+  g.b = tessera::dense(P(kB), DType::F16, kK, kN);
+  g.c = tessera::dense(P(kC), DType::F32, kM, kN);
+  g.d = tessera::dense(P(kD), DType::F32, kM, kN);
+  return g;
+}
+
+// A batched variant: 3 batches, every matrix batched and packed.
+GemmArgs batched_args(int64_t batch = 3) {
+  GemmArgs g;
+  g.a = tessera::dense(P(kA), DType::F16, kM, kK, Layout::RowMajor, batch);
+  g.b = tessera::dense(P(kB), DType::F16, kK, kN, Layout::RowMajor, batch);
+  g.c = tessera::dense(P(kC), DType::F32, kM, kN, Layout::RowMajor, batch);
+  g.d = tessera::dense(P(kD), DType::F32, kM, kN, Layout::RowMajor, batch);
+  return g;
+}
+
+bool has_cuda_device() {
+  int n = 0;
+  const bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  cudaGetLastError();
+  return ok;
+}
+
+::testing::AssertionResult contains(const std::string& s, const std::string& needle) {
+  if (s.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "message \"" << s << "\" does not contain \"" << needle << "\"";
+}
+
+// The rule must fail in validate() with INVALID_ARGUMENT and a message naming `needle`, and every
+// public entry must report the same without writing anything.
+void expect_invalid(const GemmArgs& g, const std::string& needle) {
+  const Status s = tessera::gemm_impl::validate(g);
+  EXPECT_EQ(s.code, TESSERA_STATUS_INVALID_ARGUMENT) << s.message;
+  EXPECT_TRUE(contains(s.message, needle));
+
+  size_t bytes = 12345;
+  const Status w = tessera::gemm_workspace_size(g, &bytes);
+  EXPECT_EQ(w.code, TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(w.message, s.message);
+  EXPECT_EQ(bytes, 12345u) << "gemm_workspace_size wrote its output on invalid input";
+  EXPECT_EQ(std::string(tessera_last_error()), s.message);
+
+  // gemm() validates before it looks for a device, so this is safe (and the same) with or without
+  // a GPU: nothing is launched.
+  const Status r = tessera::gemm(g, nullptr, nullptr, 0);
+  EXPECT_EQ(r.code, TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(r.message, s.message);
+
+  // The C ABI agrees.
+  const tessera_gemm_args_t c = tessera::to_c(g);
+  EXPECT_EQ(tessera_gemm(&c, nullptr, 0, nullptr), TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(tessera_last_error()), s.message);
+}
+
+void expect_valid(const GemmArgs& g) {
+  const Status s = tessera::gemm_impl::validate(g);
+  EXPECT_TRUE(s.ok()) << s.message;
+  size_t bytes = 0;
+  EXPECT_TRUE(tessera::gemm_workspace_size(g, &bytes).ok());
+}
+
+// ---- the baseline -----------------------------------------------------------------------------
+
+TEST(Validate, BaselineIsValid) {
+  expect_valid(valid_args());
+  expect_valid(batched_args());
+}
+
+// ---- ops, dtype and layout enums ----------------------------------------------------------------
+
+TEST(Validate, OpAMustBeNOrT) {
+  GemmArgs g = valid_args();
+  g.op_a = Op(2);
+  expect_invalid(g, "op_a");
+}
+
+TEST(Validate, OpBMustBeNOrT) {
+  GemmArgs g = valid_args();
+  g.op_b = Op(-1);
+  expect_invalid(g, "op_b");
+}
+
+TEST(Validate, DtypeMustBeATesseraDtype) {
+  for (const char* which : {"a", "b", "d"}) {
+    GemmArgs g = valid_args();
+    Matrix& m = which[0] == 'a' ? g.a : which[0] == 'b' ? g.b : g.d;
+    m.dtype = DType(7);
+    expect_invalid(g, std::string(which) + ".dtype");
+  }
+}
+
+TEST(Validate, LayoutMustBeRowOrColumnMajor) {
+  GemmArgs g = valid_args();
+  g.b.layout = Layout(5);
+  expect_invalid(g, "b.layout");
+}
+
+// ---- negative sizes -------------------------------------------------------------------------------
+
+TEST(Validate, NegativeRows) {
+  GemmArgs g = valid_args();
+  g.a.rows = -1;
+  expect_invalid(g, "a.rows");
+  g = valid_args();
+  g.d.rows = -64;
+  expect_invalid(g, "d.rows");
+}
+
+TEST(Validate, NegativeCols) {
+  GemmArgs g = valid_args();
+  g.b.cols = -1;
+  expect_invalid(g, "b.cols");
+  g = valid_args();
+  g.d.cols = -2;
+  expect_invalid(g, "d.cols");
+}
+
+TEST(Validate, NegativeBatchCount) {
+  GemmArgs g = valid_args();
+  g.d.batch_count = -1;
+  expect_invalid(g, "d.batch_count");
+}
+
+TEST(Validate, NegativeBatchStride) {
+  GemmArgs g = batched_args();
+  g.a.batch_stride = -kM * kK;
+  expect_invalid(g, "a.batch_stride");
+  g = batched_args();
+  g.d.batch_stride = -1;
+  expect_invalid(g, "d.batch_stride");
+}
+
+// ---- leading dimensions ---------------------------------------------------------------------------
+
+TEST(Validate, LdTooSmallRowMajor) {
+  GemmArgs g = valid_args();
+  g.a.ld = kK - 1;  // row-major: ld >= cols
+  expect_invalid(g, "a.ld");
+  expect_invalid(g, "cols");
+  g = valid_args();
+  g.d.ld = kN - 1;
+  expect_invalid(g, "d.ld");
+}
+
+TEST(Validate, LdTooSmallColumnMajor) {
+  GemmArgs g = valid_args();
+  g.b = tessera::dense(P(kB), DType::F16, kK, kN, Layout::ColMajor);
+  expect_valid(g);
+  g.b.ld = kK - 1;  // column-major: ld >= rows
+  expect_invalid(g, "b.ld");
+  expect_invalid(g, "rows");
+  g = valid_args();
+  g.c = tessera::dense(P(kC), DType::F32, kM, kN, Layout::ColMajor);
+  g.beta = 1.0f;
+  expect_valid(g);
+  g.c.ld = kN;  // would be enough for row-major, not for column-major
+  expect_invalid(g, "c.ld");
+}
+
+TEST(Validate, LdAtLeastOneEvenForAnEmptyMatrix) {
+  GemmArgs g = valid_args();
+  g.a.cols = 0;  // K = 0
+  g.b.rows = 0;
+  g.a.ld = 0;
+  g.b.ld = kN;
+  expect_invalid(g, "a.ld");
+  g.a.ld = 1;
+  expect_valid(g);
+}
+
+// ---- pointers -------------------------------------------------------------------------------------
+
+TEST(Validate, NullPointerForNonEmptyMatrix) {
+  for (char which : {'a', 'b', 'd'}) {
+    GemmArgs g = valid_args();
+    Matrix& m = which == 'a' ? g.a : which == 'b' ? g.b : g.d;
+    m.ptr = nullptr;
+    expect_invalid(g, std::string(1, which) + ".ptr");
+  }
+  GemmArgs g = valid_args();
+  g.beta = 0.5f;
+  g.c.ptr = nullptr;
+  expect_invalid(g, "c.ptr");
+}
+
+TEST(Validate, NullPointerAllowedForEmptyMatrices) {
+  GemmArgs g = valid_args();
+  g.a.rows = 0;  // M = 0: A and D have no elements
+  g.d.rows = 0;
+  g.c.rows = 0;
+  g.a.ptr = nullptr;
+  g.d.ptr = nullptr;
+  expect_valid(g);
+  g = valid_args();
+  g.a.cols = 0;  // K = 0: A and B have no elements (D does)
+  g.b.rows = 0;
+  g.a.ld = 1;
+  g.a.ptr = nullptr;
+  g.b.ptr = nullptr;
+  expect_valid(g);
+}
+
+TEST(Validate, PointerMustBeElementAligned) {
+  GemmArgs g = valid_args();
+  g.a.ptr = P(kA + 1);  // f16: 2-byte elements
+  expect_invalid(g, "a.ptr");
+  expect_invalid(g, "element size");
+  g = valid_args();
+  g.d.ptr = P(kD + 2);  // f32: 4-byte elements
+  expect_invalid(g, "d.ptr");
+  g = valid_args();
+  g.beta = 1.0f;
+  g.c.ptr = P(kC + 6);
+  expect_invalid(g, "c.ptr");
+  // Element aligned but not 16-byte aligned is valid (it takes the padded or fallback path).
+  g = valid_args();
+  g.a.ptr = P(kA + 2);
+  g.d.ptr = P(kD + 4);
+  expect_valid(g);
+}
+
+// ---- dtypes -----------------------------------------------------------------------------------------
+
+TEST(Validate, ADtypeMustBeF16OrBF16) {
+  GemmArgs g = valid_args();
+  g.a.dtype = DType::F32;
+  g.b.dtype = DType::F32;
+  expect_invalid(g, "a.dtype");
+  expect_invalid(g, "f16 or bf16");
+}
+
+TEST(Validate, BDtypeMustEqualADtype) {
+  GemmArgs g = valid_args();
+  g.b.dtype = DType::BF16;
+  expect_invalid(g, "b.dtype");
+  g.a.dtype = DType::BF16;
+  expect_valid(g);
+}
+
+TEST(Validate, CDtypeMustEqualDDtypeWhenBetaNonZero) {
+  GemmArgs g = valid_args();
+  g.beta = 2.0f;
+  g.c.dtype = DType::F16;  // D is f32
+  expect_invalid(g, "c.dtype");
+  g.beta = 0.0f;  // C is not read: its dtype does not matter
+  expect_valid(g);
+}
+
+TEST(Validate, AllOutputDtypesAccepted) {
+  for (DType ab : {DType::F16, DType::BF16})
+    for (DType dt : {DType::F16, DType::BF16, DType::F32}) {
+      GemmArgs g = valid_args();
+      g.a.dtype = g.b.dtype = ab;
+      g.c.dtype = g.d.dtype = dt;
+      g.beta = 1.0f;
+      expect_valid(g);
+    }
+}
+
+// ---- shapes ------------------------------------------------------------------------------------------
+
+TEST(Validate, KMustAgree) {
+  GemmArgs g = valid_args();
+  g.b = tessera::dense(P(kB), DType::F16, kK + 1, kN);
+  expect_invalid(g, "b:");
+  expect_invalid(g, "K must agree");
+  // op() is taken into account: op_b = T with B stored N x K is fine.
+  g = valid_args();
+  g.op_b = Op::T;
+  g.b = tessera::dense(P(kB), DType::F16, kN, kK);
+  expect_valid(g);
+  g.op_a = Op::T;  // now op(A) = A^T is 32 x 64: K = 64 != 32
+  expect_invalid(g, "K must agree");
+}
+
+TEST(Validate, DShapeMustBeMxN) {
+  GemmArgs g = valid_args();
+  g.d = tessera::dense(P(kD), DType::F32, kM + 1, kN);
+  expect_invalid(g, "d:");
+  expect_invalid(g, "64 x 48");
+  g = valid_args();
+  g.d = tessera::dense(P(kD), DType::F32, kN, kM);  // transposed
+  expect_invalid(g, "d:");
+}
+
+TEST(Validate, CShapeMustBeMxNOnlyWhenBetaNonZero) {
+  GemmArgs g = valid_args();
+  g.c = tessera::dense(P(kC), DType::F32, kM, kN + 1);
+  g.beta = -1.0f;
+  expect_invalid(g, "c:");
+  expect_invalid(g, "beta != 0");
+  g.beta = 0.0f;
+  expect_valid(g);
+}
+
+TEST(Validate, CIgnoredWhenBetaIsZero) {
+  // beta == 0: C is not read, so nothing about it is checked (not even a null or garbage matrix).
+  GemmArgs g = valid_args();
+  g.c = Matrix{};
+  expect_valid(g);
+  g.c.ptr = P(kD + 4);  // would partially overlap D
+  g.c.rows = -5;
+  g.c.ld = 0;
+  g.c.dtype = DType(9);
+  g.c.batch_count = 77;
+  expect_valid(g);
+  g.c = g.d;  // in place, fine either way
+  expect_valid(g);
+}
+
+// ---- batch counts -------------------------------------------------------------------------------------
+
+TEST(Validate, OperandBatchCountMustBeOneOrD) {
+  GemmArgs g = batched_args(3);
+  g.a.batch_count = 2;
+  expect_invalid(g, "a.batch_count");
+  g = batched_args(3);
+  g.b.batch_count = 4;
+  expect_invalid(g, "b.batch_count");
+  g = batched_args(3);
+  g.beta = 1.0f;
+  g.c.batch_count = 0;
+  expect_invalid(g, "c.batch_count");
+  g.beta = 0.0f;  // C ignored
+  expect_valid(g);
+}
+
+TEST(Validate, BroadcastOperandsAreValid) {
+  GemmArgs g = batched_args(3);
+  g.a.batch_count = 1;  // one A for every batch
+  g.a.batch_stride = 0;
+  expect_valid(g);
+  g = batched_args(3);
+  g.b.batch_stride = 0;  // batch_count = 3 with stride 0 broadcasts too
+  expect_valid(g);
+  g = batched_args(3);
+  g.beta = 1.0f;
+  g.c.batch_count = 1;
+  g.c.batch_stride = 0;
+  expect_valid(g);
+}
+
+TEST(Validate, DBatchesMustNotOverlap) {
+  GemmArgs g = batched_args(3);
+  g.d.batch_stride = 0;  // every batch writes the same memory
+  expect_invalid(g, "d.batch_stride");
+  g = batched_args(3);
+  g.d.batch_stride = kM * kN - 1;  // one element too small
+  expect_invalid(g, "d.batch_stride");
+  g = batched_args(3);
+  g.d.batch_stride = kM * kN;  // packed
+  expect_valid(g);
+  g.d.batch_stride = kM * kN + 17;  // padded
+  expect_valid(g);
+  g = valid_args();
+  g.d.batch_stride = 0;  // a single batch may have stride 0
+  expect_valid(g);
+}
+
+TEST(Validate, InterleavedBatchesOfDAreLegal) {
+  // Row-major: batch l of row r at r * (batch * N) + l * N: ld = batch * cols, batch_stride = cols.
+  GemmArgs g = batched_args(3);
+  g.d.ld = 3 * kN;
+  g.d.batch_stride = kN;
+  expect_valid(g);
+  g.d.ld = 3 * kN - 1;  // rows then overlap the next batch's
+  expect_invalid(g, "d.batch_stride");
+  // Column-major interleaved.
+  g = batched_args(3);
+  g.d = tessera::dense(P(kD), DType::F32, kM, kN, Layout::ColMajor, 3);
+  g.d.ld = 3 * kM;
+  g.d.batch_stride = kM;
+  expect_valid(g);
+  g.d.batch_stride = kM - 1;
+  expect_invalid(g, "d.batch_stride");
+}
+
+// ---- aliasing -------------------------------------------------------------------------------------------
+
+TEST(Validate, DMustNotOverlapA) {
+  GemmArgs g = valid_args();
+  g.d.ptr = P(kA);
+  expect_invalid(g, "d: overlaps a");
+  // D starting on A's last element overlaps; D starting right after A's last byte does not.
+  const uintptr_t a_end = kA + uintptr_t(kM * kK * 2);
+  g.d.ptr = P(a_end - 4);
+  expect_invalid(g, "d: overlaps a");
+  g.d.ptr = P(a_end);
+  expect_valid(g);
+  // D ending right before A.
+  g.d.ptr = P(kA - uintptr_t(kM * kN * 4));
+  expect_valid(g);
+  g.d.ptr = P(kA - uintptr_t(kM * kN * 4) + 4);
+  expect_invalid(g, "d: overlaps a");
+}
+
+TEST(Validate, DMustNotOverlapB) {
+  GemmArgs g = valid_args();
+  g.d.ptr = P(kB + 64);
+  expect_invalid(g, "d: overlaps b");
+}
+
+TEST(Validate, DMustNotOverlapABatches) {
+  // Overlap with a later batch of A counts too.
+  GemmArgs g = batched_args(3);
+  g.d.ptr = P(kA + uintptr_t(2 * kM * kK * 2));  // A's third batch
+  expect_invalid(g, "d: overlaps a");
+}
+
+TEST(Validate, CMayBeDInPlace) {
+  GemmArgs g = valid_args();
+  g.beta = 1.0f;
+  g.c = g.d;
+  expect_valid(g);
+  g = batched_args(3);
+  g.beta = 1.0f;
+  g.c = g.d;
+  expect_valid(g);
+}
+
+TEST(Validate, CMustNotPartiallyOverlapD) {
+  GemmArgs g = valid_args();
+  g.beta = 1.0f;
+  g.c.ptr = P(kD + 4);  // shifted by one element
+  expect_invalid(g, "c: overlaps d");
+  g = valid_args();
+  g.beta = 1.0f;
+  g.c = g.d;
+  g.c.ld = kN + 8;  // same pointer but a different matrix
+  g.d.ld = kN;
+  expect_invalid(g, "c: overlaps d");
+  g = valid_args();
+  g.beta = 1.0f;
+  g.c = g.d;
+  g.c.layout = Layout::ColMajor;  // same memory read transposed
+  g.c.ld = kM;
+  expect_invalid(g, "c: overlaps d");
+  g = batched_args(3);
+  g.beta = 1.0f;
+  g.c = g.d;
+  g.c.batch_count = 1;  // C's single batch aliases D's first batch
+  g.c.batch_stride = 0;
+  expect_invalid(g, "c: overlaps d");
+}
+
+// ---- 32-bit problem dimensions and 64-bit spans ----------------------------------------------------------
+
+TEST(Validate, ProblemSizesBelow2To31) {
+  const int64_t big = int64_t(1) << 31;
+  // M = 2^31 (A: M x 1, B: 1 x 1, D: M x 1).
+  GemmArgs g;
+  g.a = tessera::dense(P(kA), DType::F16, big, 1);
+  g.b = tessera::dense(P(kB), DType::F16, 1, 1);
+  g.d = tessera::dense(P(kD), DType::F32, big, 1);
+  expect_invalid(g, "2^31");
+  expect_invalid(g, "M=2147483648");
+  g.a.rows = g.d.rows = big - 1;  // INT_MAX is fine
+  expect_valid(g);
+  // N = 2^31.
+  g = GemmArgs{};
+  g.a = tessera::dense(P(kA), DType::F16, 1, 1);
+  g.b = tessera::dense(P(kB), DType::F16, 1, big);
+  g.d = tessera::dense(P(kD), DType::F32, 1, big);
+  expect_invalid(g, "N=2147483648");
+  // K = 2^31.
+  g = GemmArgs{};
+  g.a = tessera::dense(P(kA), DType::F16, 1, big);
+  g.b = tessera::dense(P(kB), DType::F16, big, 1);
+  g.d = tessera::dense(P(kD), DType::F32, 1, 1);
+  expect_invalid(g, "K=2147483648");
+  // batch = 2^31.
+  g = GemmArgs{};
+  g.a = tessera::dense(P(kA), DType::F16, 1, 1);
+  g.b = tessera::dense(P(kB), DType::F16, 1, 1);
+  g.d = tessera::dense(P(kD), DType::F32, 1, 1);
+  g.d.batch_count = big;
+  g.d.batch_stride = 1;
+  expect_invalid(g, "batch=2147483648");
+}
+
+TEST(Validate, SpanMustNotOverflow) {
+  GemmArgs g = valid_args();
+  g.a.ld = int64_t(1) << 62;  // (rows - 1) * ld overflows int64
+  expect_invalid(g, "a:");
+  expect_invalid(g, "2^63");
+  g = batched_args(3);
+  g.b.batch_stride = int64_t(1) << 62;  // (batch - 1) * stride overflows
+  expect_invalid(g, "b:");
+  g = valid_args();
+  // Fits in int64 elements but not in bytes (f32: 4 bytes per element).
+  g.d.ld = (int64_t(1) << 62) / (kM - 1) + 1;
+  expect_invalid(g, "d:");
+  expect_invalid(g, "2^63");
+}
+
+// ---- configuration names ---------------------------------------------------------------------------------
+
+TEST(Validate, UnknownConfigName) {
+  GemmArgs g = valid_args();
+  g.config = "sm80_no_such_tile";
+  expect_invalid(g, "config");
+  expect_invalid(g, "sm80_no_such_tile");
+  expect_invalid(g, "sm80_128x256x32_s4_w8");  // the message lists the known ones
+}
+
+TEST(Validate, EveryKnownConfigNameAccepted) {
+  for (const tessera::ConfigInfo& c : tessera::gemm_configs()) {
+    GemmArgs g = valid_args();
+    g.config = c.name;
+    expect_valid(g);
+  }
+}
+
+// ---- api.cpp's checks before the device is touched ----------------------------------------------------------
+
+TEST(ApiChecks, WorkspaceNullWithBytes) {
+  const Status s = tessera::gemm(valid_args(), nullptr, nullptr, 1024);
+  EXPECT_EQ(s.code, TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(s.message, "workspace"));
+  EXPECT_EQ(std::string(tessera_last_error()), s.message);
+}
+
+TEST(ApiChecks, WorkspaceMustBe256Aligned) {
+  for (uintptr_t off : {2u, 16u, 128u, 255u}) {
+    const Status s = tessera::gemm(valid_args(), nullptr, reinterpret_cast<void*>(kW + off), 4096);
+    EXPECT_EQ(s.code, TESSERA_STATUS_INVALID_ARGUMENT) << off;
+    EXPECT_TRUE(contains(s.message, "workspace"));
+    EXPECT_TRUE(contains(s.message, "256"));
+  }
+}
+
+TEST(ApiChecks, ValidationComesBeforeWorkspaceChecks) {
+  GemmArgs g = valid_args();
+  g.a.rows = -1;
+  const Status s = tessera::gemm(g, nullptr, reinterpret_cast<void*>(kW + 1), 4096);
+  EXPECT_EQ(s.code, TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(s.message, "a.rows"));
+}
+
+TEST(ApiChecks, WorkspaceSizeNullOutput) {
+  const Status s = tessera::gemm_workspace_size(valid_args(), nullptr);
+  EXPECT_EQ(s.code, TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(s.message, "bytes"));
+}
+
+TEST(ApiChecks, SelectConfigNullOutput) {
+  const Status s = tessera::gemm_select_config(valid_args(), nullptr);
+  EXPECT_EQ(s.code, TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(s.message, "name"));
+}
+
+TEST(ApiChecks, SelectConfigValidatesFirst) {
+  GemmArgs g = valid_args();
+  g.d.cols = kN + 1;
+  std::string name = "untouched";
+  const Status s = tessera::gemm_select_config(g, &name);
+  EXPECT_EQ(s.code, TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(name, "untouched");
+}
+
+TEST(ApiChecks, ZeroSizeProblemsSucceedWithoutADevice) {
+  // M = 0, N = 0 or batch = 0: nothing to do, SUCCESS before any device query (even on a machine
+  // without a GPU, and with null pointers for the empty matrices).
+  GemmArgs m0 = valid_args();
+  m0.a.rows = m0.c.rows = m0.d.rows = 0;
+  m0.a.ptr = m0.d.ptr = nullptr;
+  GemmArgs n0 = valid_args();
+  n0.b.cols = n0.c.cols = n0.d.cols = 0;
+  n0.b.ld = n0.c.ld = n0.d.ld = 1;
+  n0.b.ptr = n0.d.ptr = nullptr;
+  GemmArgs b0 = batched_args(3);
+  b0.a.batch_count = b0.b.batch_count = b0.c.batch_count = b0.d.batch_count = 0;
+  b0.a.ptr = b0.b.ptr = b0.d.ptr = nullptr;
+  for (const GemmArgs* g : {&m0, &n0, &b0}) {
+    tessera_gemm(nullptr, nullptr, 0, nullptr);  // leave an error behind
+    const Status s = tessera::gemm(*g, nullptr, nullptr, 0);
+    EXPECT_TRUE(s.ok()) << s.message;
+    EXPECT_STREQ(tessera_last_error(), "") << "success must clear the last error";
+    size_t bytes = 99;
+    EXPECT_TRUE(tessera::gemm_workspace_size(*g, &bytes).ok());
+    EXPECT_EQ(bytes, 0u);
+    const tessera_gemm_args_t c = tessera::to_c(*g);
+    EXPECT_EQ(tessera_gemm(&c, nullptr, 0, nullptr), TESSERA_STATUS_SUCCESS);
+  }
+}
+
+TEST(ApiChecks, ValidCallWithoutADeviceIsACudaError) {
+  if (has_cuda_device()) GTEST_SKIP() << "a CUDA device is present (this test needs a machine without one)";
+  for (const GemmArgs& g : {valid_args(), batched_args(3)}) {
+    const Status s = tessera::gemm(g, nullptr, nullptr, 0);
+    EXPECT_EQ(s.code, TESSERA_STATUS_CUDA_ERROR) << s.message;
+    EXPECT_FALSE(s.message.empty());
+    EXPECT_STRNE(tessera_last_error(), "");
+  }
+  // K = 0 is not empty (D = beta * C must still be written): it needs the device too.
+  GemmArgs k0 = valid_args();
+  k0.a.cols = 0;
+  k0.a.ld = 1;
+  k0.b.rows = 0;
+  EXPECT_EQ(tessera::gemm(k0, nullptr, nullptr, 0).code, TESSERA_STATUS_CUDA_ERROR);
+  // So does choosing a configuration.
+  std::string name;
+  EXPECT_EQ(tessera::gemm_select_config(valid_args(), &name).code, TESSERA_STATUS_CUDA_ERROR);
+  const tessera_gemm_args_t c = tessera::to_c(valid_args());
+  const char* cname = nullptr;
+  EXPECT_EQ(tessera_gemm_select_config(&c, &cname), TESSERA_STATUS_CUDA_ERROR);
+}
+
+// ---- C ABI ------------------------------------------------------------------------------------------
+
+TEST(CApi, NullArgs) {
+  size_t bytes = 0;
+  const char* name = nullptr;
+  EXPECT_EQ(tessera_gemm(nullptr, nullptr, 0, nullptr), TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(tessera_last_error(), "args"));
+  EXPECT_EQ(tessera_gemm_workspace_size(nullptr, &bytes), TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(tessera_last_error(), "args"));
+  EXPECT_EQ(tessera_gemm_select_config(nullptr, &name), TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(tessera_last_error(), "args"));
+  const tessera_gemm_args_t c = tessera::to_c(valid_args());
+  EXPECT_EQ(tessera_gemm_select_config(&c, nullptr), TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(tessera_last_error(), "name"));
+  EXPECT_EQ(tessera_gemm_workspace_size(&c, nullptr), TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(tessera_last_error(), "bytes"));
+}
+
+TEST(CApi, LastErrorSetOnFailureClearedOnSuccess) {
+  tessera_gemm_args_t c = tessera::to_c(valid_args());
+  size_t bytes = 0;
+  ASSERT_EQ(tessera_gemm_workspace_size(&c, &bytes), TESSERA_STATUS_SUCCESS);
+  EXPECT_STREQ(tessera_last_error(), "");
+  c.a.rows = -3;
+  EXPECT_EQ(tessera_gemm_workspace_size(&c, &bytes), TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(tessera_last_error(), "a.rows"));
+  c.a.rows = kM;
+  EXPECT_EQ(tessera_gemm_workspace_size(&c, &bytes), TESSERA_STATUS_SUCCESS);
+  EXPECT_STREQ(tessera_last_error(), "");
+}
+
+TEST(CApi, LastErrorIsPerThread) {
+  tessera_gemm_args_t bad = tessera::to_c(valid_args());
+  bad.op_a = tessera_op_t(9);
+  size_t bytes = 0;
+  ASSERT_EQ(tessera_gemm_workspace_size(&bad, &bytes), TESSERA_STATUS_INVALID_ARGUMENT);
+  const std::string mine = tessera_last_error();
+  EXPECT_TRUE(contains(mine, "op_a"));
+  std::string other;
+  std::thread t([&] {
+    other = tessera_last_error();  // nothing failed on this thread yet
+    tessera_gemm(nullptr, nullptr, 0, nullptr);
+  });
+  t.join();
+  EXPECT_EQ(other, "");
+  EXPECT_EQ(std::string(tessera_last_error()), mine);
+}
+
+TEST(CApi, InvalidEnumsThroughTheCStructs) {
+  tessera_gemm_args_t c = tessera::to_c(valid_args());
+  c.b.dtype = tessera_dtype_t(42);
+  size_t bytes = 0;
+  EXPECT_EQ(tessera_gemm_workspace_size(&c, &bytes), TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(tessera_last_error(), "b.dtype"));
+  c = tessera::to_c(valid_args());
+  c.d.layout = tessera_layout_t(3);
+  EXPECT_EQ(tessera_gemm(&c, nullptr, 0, nullptr), TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(tessera_last_error(), "d.layout"));
+  c = tessera::to_c(valid_args());
+  c.op_b = tessera_op_t(2);
+  EXPECT_EQ(tessera_gemm(&c, nullptr, 0, nullptr), TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(tessera_last_error(), "op_b"));
+}
+
+TEST(CApi, ConfigStringNullEmptyAndUnknown) {
+  tessera_gemm_args_t c = tessera::to_c(valid_args());
+  size_t bytes = 0;
+  c.config = nullptr;
+  EXPECT_EQ(tessera_gemm_workspace_size(&c, &bytes), TESSERA_STATUS_SUCCESS);
+  c.config = "";
+  EXPECT_EQ(tessera_gemm_workspace_size(&c, &bytes), TESSERA_STATUS_SUCCESS);
+  c.config = "bogus";
+  EXPECT_EQ(tessera_gemm_workspace_size(&c, &bytes), TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(tessera_last_error(), "bogus"));
+  c.config = tessera_gemm_config_name(0);
+  EXPECT_EQ(tessera_gemm_workspace_size(&c, &bytes), TESSERA_STATUS_SUCCESS);
+}
+
+TEST(CApi, RoundTripThroughCStructs) {
+  GemmArgs g = batched_args(3);
+  g.op_a = Op::T;
+  g.a.layout = Layout::ColMajor;
+  g.alpha = 0.25f;
+  g.beta = -2.0f;
+  g.config = "simt_fallback";
+  const tessera_gemm_args_t c = tessera::to_c(g);
+  EXPECT_EQ(c.op_a, TESSERA_OP_T);
+  EXPECT_EQ(c.a.layout, TESSERA_COL_MAJOR);
+  EXPECT_EQ(c.d.batch_stride, kM * kN);
+  EXPECT_STREQ(c.config, "simt_fallback");
+  const GemmArgs r = tessera::from_c(c);
+  EXPECT_EQ(r.op_a, g.op_a);
+  EXPECT_EQ(r.op_b, g.op_b);
+  EXPECT_EQ(r.a.ptr, g.a.ptr);
+  EXPECT_EQ(r.a.layout, g.a.layout);
+  EXPECT_EQ(r.b.ld, g.b.ld);
+  EXPECT_EQ(r.c.dtype, g.c.dtype);
+  EXPECT_EQ(r.d.batch_count, g.d.batch_count);
+  EXPECT_EQ(r.d.batch_stride, g.d.batch_stride);
+  EXPECT_EQ(r.alpha, g.alpha);
+  EXPECT_EQ(r.beta, g.beta);
+  EXPECT_EQ(r.config, g.config);
+}
+
+TEST(CApi, StatusStrings) {
+  std::set<std::string> seen;
+  for (tessera_status_t s : {TESSERA_STATUS_SUCCESS, TESSERA_STATUS_INVALID_ARGUMENT, TESSERA_STATUS_NOT_SUPPORTED,
+                             TESSERA_STATUS_CUDA_ERROR, TESSERA_STATUS_INTERNAL_ERROR}) {
+    const char* str = tessera_status_string(s);
+    ASSERT_NE(str, nullptr);
+    EXPECT_GT(std::string(str).size(), 0u);
+    EXPECT_TRUE(seen.insert(str).second) << "duplicate status string " << str;
+  }
+  ASSERT_NE(tessera_status_string(tessera_status_t(77)), nullptr);
+  EXPECT_FALSE(seen.count(tessera_status_string(tessera_status_t(77)))) << "an unknown code reads like a known one";
+  EXPECT_STREQ(tessera_status_string(TESSERA_STATUS_SUCCESS), "success");
+}
+
+TEST(CApi, ConfigTable) {
+  const int n = tessera_gemm_config_count();
+  const auto infos = tessera::gemm_configs();
+  ASSERT_EQ(n, int(infos.size()));
+  ASSERT_GE(n, 2);
+  std::set<std::string> names;
+  for (int i = 0; i < n; ++i) {
+    const char* name = tessera_gemm_config_name(i);
+    const char* desc = tessera_gemm_config_description(i);
+    ASSERT_NE(name, nullptr);
+    ASSERT_NE(desc, nullptr);
+    EXPECT_GT(std::string(desc).size(), 20u) << name << ": descriptions explain the choice";
+    EXPECT_EQ(infos[i].name, name);
+    EXPECT_EQ(infos[i].description, desc);
+    EXPECT_TRUE(names.insert(name).second) << "duplicate config name " << name;
+    ASSERT_NE(tessera::gemm_impl::find_config(name), nullptr);
+  }
+  EXPECT_EQ(tessera_gemm_config_name(-1), nullptr);
+  EXPECT_EQ(tessera_gemm_config_name(n), nullptr);
+  EXPECT_EQ(tessera_gemm_config_description(-1), nullptr);
+  EXPECT_EQ(tessera_gemm_config_description(n), nullptr);
+  EXPECT_TRUE(names.count("sm80_128x256x32_s4_w8"));
+  EXPECT_TRUE(names.count("simt_fallback"));
+  EXPECT_STREQ(tessera_gemm_config_name(n - 1), "simt_fallback");
+}
+
+TEST(CApi, Version) {
+  ASSERT_NE(tessera_version(), nullptr);
+  EXPECT_GT(std::string(tessera_version()).size(), 0u);
+}
+
+}  // namespace

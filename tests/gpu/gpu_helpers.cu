@@ -1,0 +1,75 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "gpu_helpers.hpp"
+
+namespace tessera_test {
+namespace {
+
+template <class T>
+__device__ __forceinline__ T convert(float x);
+template <>
+__device__ __forceinline__ __half convert<__half>(float x) {
+  return __float2half_rn(x);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 convert<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <>
+__device__ __forceinline__ float convert<float>(float x) {
+  return x;
+}
+
+template <class T>
+__global__ void fill_kernel(T* base, int64_t outer, int64_t inner, int64_t ld, int64_t batch_stride, int64_t total,
+                            uint64_t seed) {
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = idx % inner;
+    const int64_t rest = idx / inner;
+    const int64_t o = rest % outer;
+    const int64_t l = rest / outer;
+    base[l * batch_stride + o * ld + i] = convert<T>(uniform_value(seed, uint64_t(idx)));
+  }
+}
+
+__global__ void guard_kernel(uint8_t* p, size_t bytes, uint32_t salt) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < bytes; i += size_t(gridDim.x) * blockDim.x)
+    p[i] = guard_byte(i, salt);
+}
+
+unsigned blocks_for(int64_t n) {
+  const int64_t b = (n + 255) / 256;
+  return unsigned(b < 4096 ? (b > 0 ? b : 1) : 4096);
+}
+
+}  // namespace
+
+cudaError_t fill_uniform(void* base, tessera::DType dtype, int64_t batches, int64_t outer, int64_t inner, int64_t ld,
+                         int64_t batch_stride, uint64_t seed, cudaStream_t stream) {
+  const int64_t total = batches * outer * inner;
+  if (total <= 0) return cudaSuccess;
+  const unsigned blocks = blocks_for(total);
+  switch (dtype) {
+    case tessera::DType::F16:
+      fill_kernel<<<blocks, 256, 0, stream>>>(static_cast<__half*>(base), outer, inner, ld, batch_stride, total, seed);
+      break;
+    case tessera::DType::BF16:
+      fill_kernel<<<blocks, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(base), outer, inner, ld, batch_stride, total,
+                                              seed);
+      break;
+    case tessera::DType::F32:
+      fill_kernel<<<blocks, 256, 0, stream>>>(static_cast<float*>(base), outer, inner, ld, batch_stride, total, seed);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t fill_guard(void* p, size_t bytes, uint32_t salt, cudaStream_t stream) {
+  if (bytes == 0) return cudaSuccess;
+  guard_kernel<<<blocks_for(int64_t(bytes)), 256, 0, stream>>>(static_cast<uint8_t*>(p), bytes, salt);
+  return cudaGetLastError();
+}
+
+}  // namespace tessera_test

@@ -1,0 +1,49 @@
+// Device helpers of the GPU tests (defined in gpu_helpers.cu): random operands from a counter-based
+// device RNG, and byte patterns for guard bands. Plain host declarations: the test sources are C++.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tessera/tessera.hpp"
+
+namespace tessera_test {
+
+#if defined(__CUDACC__)
+#define TT_HD __host__ __device__
+#else
+#define TT_HD
+#endif
+
+// Byte i of a guard band (the same on host and device). Never 0xFF, the poison byte.
+inline TT_HD uint8_t guard_byte(uint64_t i, uint32_t salt) {
+  uint32_t x = uint32_t(i) * 2654435761u ^ (uint32_t(i >> 32) * 40503u) ^ salt;
+  x ^= x >> 15;
+  x *= 2246822519u;
+  x ^= x >> 13;
+  const uint8_t b = uint8_t(x);
+  return b == 0xFF ? uint8_t(0x5A) : b;
+}
+
+// Uniform in (-1, 1), never exactly 0 (before rounding to dtype, which keeps it non-zero too: the
+// smallest magnitude is 2^-24, an f16 subnormal), from a hash of (seed, index).
+inline TT_HD float uniform_value(uint64_t seed, uint64_t index) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (index + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  const int32_t x = int32_t(z & 0xFFFFFF);         // 24 random bits
+  return float(2 * x + 1 - (1 << 24)) / float(1 << 24);  // odd numerator: never 0
+}
+
+// Fills the elements of a batched strided matrix (batches x outer x inner, element (l, o, i) at
+// l * batch_stride + o * ld + i) with uniform_value(seed, linear element index). Other bytes are
+// left as they are.
+cudaError_t fill_uniform(void* base, tessera::DType dtype, int64_t batches, int64_t outer, int64_t inner, int64_t ld,
+                         int64_t batch_stride, uint64_t seed, cudaStream_t stream);
+
+// bytes[i] = guard_byte(i, salt).
+cudaError_t fill_guard(void* p, size_t bytes, uint32_t salt, cudaStream_t stream);
+
+}  // namespace tessera_test

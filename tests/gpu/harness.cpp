@@ -1,0 +1,480 @@
+#include "harness.hpp"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <vector>
+
+#include "gpu_helpers.hpp"
+
+namespace tessera_test {
+namespace {
+
+using tessera::DType;
+using tessera::Layout;
+using tessera::Matrix;
+using tessera::Op;
+
+constexpr size_t kGuard = 4096;  // bytes before and after D, inside D's allocation
+constexpr uint8_t kPoison = 0xFF;  // NaN in f16, bf16 and f32
+
+struct DeviceBuffer {
+  void* p = nullptr;
+  size_t bytes = 0;
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (p) cudaFree(p);
+  }
+  cudaError_t alloc(size_t n) {
+    bytes = n;
+    return cudaMalloc(&p, n ? n : 1);
+  }
+  char* c() const { return static_cast<char*>(p); }
+};
+
+// A matrix of a case, placed in its own allocation: [front bytes][span elements][back bytes].
+struct Placed {
+  Matrix m;
+  int64_t inner = 0, outer = 0;
+  int64_t stored = 0;  // batches in memory
+  int64_t span = 0;    // elements from m.ptr
+  size_t front = 0, back = 0;
+  DeviceBuffer buf;
+  size_t es() const { return dtype_bytes(m.dtype); }
+  size_t alloc_bytes() const { return front + size_t(span) * es() + back; }
+  int64_t batch_stride_used() const { return stored > 1 ? m.batch_stride : 0; }
+  // Offset in elements (from m.ptr) of stored element (r, c) of batch l.
+  int64_t offset(int64_t l, int64_t r, int64_t c) const {
+    const int64_t bo = (m.batch_count == 1) ? 0 : l * m.batch_stride;
+    return bo + (m.layout == Layout::RowMajor ? r * m.ld + c : r + c * m.ld);
+  }
+};
+
+void place(Placed& p, const MatSpec& s, DType dt, int64_t rows, int64_t cols, int64_t batch, bool is_d, size_t guard) {
+  Matrix& m = p.m;
+  m.dtype = dt;
+  m.rows = rows;
+  m.cols = cols;
+  m.layout = s.layout;
+  p.inner = s.layout == Layout::RowMajor ? cols : rows;
+  p.outer = s.layout == Layout::RowMajor ? rows : cols;
+  m.ld = s.ld_abs > 0 ? s.ld_abs : std::max<int64_t>(1, p.inner) + s.ld_pad;
+  const int64_t one = p.inner > 0 && p.outer > 0 ? (p.outer - 1) * m.ld + p.inner : 0;
+  if (is_d) {
+    m.batch_count = batch;
+    m.batch_stride = batch > 1 ? (s.stride_abs >= 0 ? s.stride_abs : one + s.stride_pad) : 0;
+    p.stored = batch;
+  } else if (!s.batched || batch <= 1) {
+    m.batch_count = 1;
+    m.batch_stride = 0;
+    p.stored = batch > 0 ? 1 : 0;
+  } else if (s.stride_zero) {
+    m.batch_count = batch;
+    m.batch_stride = 0;
+    p.stored = 1;
+  } else {
+    m.batch_count = batch;
+    m.batch_stride = s.stride_abs >= 0 ? s.stride_abs : one + s.stride_pad;
+    p.stored = batch;
+  }
+  p.span = (one == 0 || p.stored == 0) ? 0 : (p.stored - 1) * p.batch_stride_used() + one;
+  p.front = guard + size_t(s.elem_offset) * dtype_bytes(dt);
+  p.back = guard;
+}
+
+void place_all(const Case& c, Placed& A, Placed& B, Placed& C, Placed& D) {
+  place(A, c.a, c.ab, c.op_a == Op::N ? c.m : c.k, c.op_a == Op::N ? c.k : c.m, c.batch, false, 0);
+  place(B, c.b, c.ab, c.op_b == Op::N ? c.k : c.n, c.op_b == Op::N ? c.n : c.k, c.batch, false, 0);
+  place(D, c.d, c.dt, c.m, c.n, c.batch, true, kGuard);
+  if (c.beta != 0.0f && !c.in_place) place(C, c.c, c.dt, c.m, c.n, c.batch, false, 0);
+}
+
+tessera::GemmArgs make_args(const Case& c, const Placed& A, const Placed& B, const Placed& C, const Placed& D) {
+  tessera::GemmArgs g;
+  g.op_a = c.op_a;
+  g.op_b = c.op_b;
+  g.a = A.m;
+  g.b = B.m;
+  g.d = D.m;
+  if (c.in_place) g.c = D.m;
+  else if (c.beta != 0.0f) g.c = C.m;  // else: no C at all (null), which beta == 0 allows
+  g.alpha = c.alpha;
+  g.beta = c.beta;
+  g.config = c.config;
+  return g;
+}
+
+uint64_t mix(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+float half_to_float(uint16_t h) {
+  const int s = (h >> 15) & 1, e = (h >> 10) & 0x1F, f = h & 0x3FF;
+  float v;
+  if (e == 0) v = std::ldexp(float(f), -24);
+  else if (e == 31) v = f ? NAN : INFINITY;
+  else v = std::ldexp(float(f + 1024), e - 25);
+  return s ? -v : v;
+}
+
+float bf16_to_float(uint16_t h) {
+  const uint32_t u = uint32_t(h) << 16;
+  float v;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+
+double load(const uint8_t* p, DType t) {
+  if (t == DType::F32) {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return t == DType::F16 ? half_to_float(h) : bf16_to_float(h);
+}
+
+cudaDataType_t cuda_type(DType t) {
+  return t == DType::F16 ? CUDA_R_16F : t == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+// cuBLAS sees column-major storage: a row-major matrix is its transpose.
+cublasOperation_t blas_op(const Matrix& m, Op op) {
+  const bool t = (m.layout == Layout::ColMajor) == (op == Op::T);
+  return t ? CUBLAS_OP_T : CUBLAS_OP_N;
+}
+
+cublasHandle_t blas() {
+  static cublasHandle_t h = [] {
+    cublasHandle_t x = nullptr;
+    if (cublasCreate(&x) != CUBLAS_STATUS_SUCCESS) x = nullptr;
+    return x;
+  }();
+  return h;
+}
+
+std::vector<uint8_t> to_host(const DeviceBuffer& b, cudaStream_t s, std::string* problems) {
+  std::vector<uint8_t> h(b.bytes);
+  if (b.bytes) {
+    cudaError_t e = cudaMemcpyAsync(h.data(), b.p, b.bytes, cudaMemcpyDeviceToHost, s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    if (e != cudaSuccess) *problems += std::string("copy to host: ") + cudaGetErrorString(e) + "; ";
+  }
+  return h;
+}
+
+std::string spec_string(const char* name, const Placed& p, const MatSpec& s) {
+  std::ostringstream o;
+  o << name << "(" << (p.m.layout == Layout::RowMajor ? "row" : "col") << " " << p.m.rows << "x" << p.m.cols
+    << " ld=" << p.m.ld << " bc=" << p.m.batch_count << " bs=" << p.m.batch_stride;
+  if (s.elem_offset) o << " off=" << s.elem_offset;
+  o << ")";
+  return o.str();
+}
+
+struct Group {
+  int cases = 0, failed = 0;
+  double max_err = 0.0, tol_at_max = 0.0, worst_ratio = 0.0;
+};
+std::mutex g_mu;
+std::map<std::string, std::map<std::string, Group>> g_stats;
+
+}  // namespace
+
+bool device_ok(std::string* why) {
+  static std::string reason = [] {
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      return std::string("no CUDA device (") + cudaGetErrorString(e) + ")";
+    }
+    if (n == 0) return std::string("no CUDA device");
+    int dev = 0, major = 0, minor = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (major < 8)
+      return "no CUDA device of compute capability 8.0+ (device " + std::to_string(dev) + " is sm_" +
+             std::to_string(major * 10 + minor) + ")";
+    if (!blas()) return std::string("no CUDA device usable by cuBLAS (cublasCreate failed)");
+    return std::string();
+  }();
+  if (why) *why = reason;
+  return reason.empty();
+}
+
+uint64_t fresh_seed() {
+  if (const char* env = std::getenv("TESSERA_TEST_SEED"); env && *env) return std::strtoull(env, nullptr, 10);
+  static std::random_device rd;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  return (uint64_t(rd()) << 32) ^ uint64_t(rd());
+}
+
+const char* dtype_name(DType t) { return t == DType::F16 ? "f16" : t == DType::BF16 ? "bf16" : "f32"; }
+size_t dtype_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
+
+double tolerance(DType ab, DType d) {
+  if (d == DType::BF16) return 1e-2;
+  if (d == DType::F16) return 2e-3;
+  return ab == DType::BF16 ? 1e-3 : 5e-4;
+}
+
+std::string describe(const Case& c) {
+  std::ostringstream o;
+  o << "config=" << (c.config.empty() ? "<heuristic>" : c.config) << " " << dtype_name(c.ab) << "->"
+    << dtype_name(c.dt) << " op_a=" << (c.op_a == Op::N ? "N" : "T") << " op_b=" << (c.op_b == Op::N ? "N" : "T")
+    << " M=" << c.m << " N=" << c.n << " K=" << c.k << " batch=" << c.batch << " alpha=" << c.alpha
+    << " beta=" << c.beta << (c.in_place ? " in-place" : "")
+    << " workspace=" << (c.workspace == Workspace::Full ? "full" : c.workspace == Workspace::None ? "none" : "too-small")
+    << (c.stream ? " stream" : "") << (c.capture_graph ? " graph" : "") << (c.use_c_abi ? " C-ABI" : "");
+  return o.str();
+}
+
+size_t workspace_needed(const Case& c) {
+  Placed A, B, C, D;
+  place_all(c, A, B, C, D);
+  // Fake, 256-byte aligned, far apart allocations: only the alignment of the offsets matters.
+  int i = 1;
+  for (Placed* p : {&A, &B, &C, &D}) p->m.ptr = reinterpret_cast<const char*>(uintptr_t(i++) << 40) + p->front;
+  size_t bytes = 0;
+  if (!tessera::gemm_workspace_size(make_args(c, A, B, C, D), &bytes).ok()) return 0;
+  return bytes;
+}
+
+Outcome run_case(const Case& c) {
+  Outcome out;
+  out.seed = fresh_seed();
+  out.tol = tolerance(c.ab, c.dt);
+  std::string& problems = out.problems;
+  auto fail_cuda = [&](const char* what, cudaError_t e) {
+    problems += std::string(what) + ": " + cudaGetErrorString(e) + "; ";
+    cudaGetLastError();
+  };
+#define TT_CUDA(expr)                 \
+  do {                                \
+    cudaError_t e_ = (expr);          \
+    if (e_ != cudaSuccess) {          \
+      fail_cuda(#expr, e_);           \
+      return out;                     \
+    }                                 \
+  } while (0)
+
+  cudaGetLastError();
+  const cudaStream_t s = c.stream;
+  const bool use_c = c.beta != 0.0f;
+
+  // ---- operands -------------------------------------------------------------------------------
+  Placed A, B, C, D;
+  place_all(c, A, B, C, D);
+  std::vector<Placed*> used = {&A, &B, &D};
+  if (use_c && !c.in_place) used.push_back(&C);
+  for (Placed* p : used) {
+    TT_CUDA(p->buf.alloc(p->alloc_bytes()));
+    p->m.ptr = p->buf.c() + p->front;
+    // Everything not an element (ld / batch padding, misalignment gaps) is NaN: a read of it
+    // would show in the result.
+    TT_CUDA(cudaMemsetAsync(p->buf.p, kPoison, p->alloc_bytes(), s));
+  }
+  const uint64_t sa = mix(out.seed ^ 0xA), sb = mix(out.seed ^ 0xB), sc = mix(out.seed ^ 0xC);
+  TT_CUDA(fill_uniform(const_cast<void*>(A.m.ptr), c.ab, A.stored, A.outer, A.inner, A.m.ld, A.batch_stride_used(), sa, s));
+  TT_CUDA(fill_uniform(const_cast<void*>(B.m.ptr), c.ab, B.stored, B.outer, B.inner, B.m.ld, B.batch_stride_used(), sb, s));
+  if (use_c && !c.in_place)
+    TT_CUDA(fill_uniform(const_cast<void*>(C.m.ptr), c.dt, C.stored, C.outer, C.inner, C.m.ld, C.batch_stride_used(), sc, s));
+  if (c.in_place)
+    TT_CUDA(fill_uniform(const_cast<void*>(D.m.ptr), c.dt, D.stored, D.outer, D.inner, D.m.ld, D.batch_stride_used(), sc, s));
+  TT_CUDA(fill_guard(D.buf.p, kGuard, uint32_t(out.seed), s));
+  TT_CUDA(fill_guard(D.buf.c() + D.alloc_bytes() - kGuard, kGuard, uint32_t(out.seed >> 32), s));
+  std::vector<uint8_t> before = to_host(D.buf, s, &problems);
+  std::vector<uint8_t> c_host;
+  if (use_c && !c.in_place) c_host = to_host(C.buf, s, &problems);
+  if (!problems.empty()) return out;
+
+  // ---- tessera --------------------------------------------------------------------------------
+  const tessera::GemmArgs g = make_args(c, A, B, C, D);
+
+  size_t need = 0;
+  const tessera::Status ws_status = tessera::gemm_workspace_size(g, &need);
+  if (c.expect == TESSERA_STATUS_SUCCESS && !ws_status.ok()) {
+    problems += "gemm_workspace_size: " + ws_status.message + "; ";
+    return out;
+  }
+  DeviceBuffer ws;
+  size_t ws_bytes = 0;
+  if (c.workspace == Workspace::Full) ws_bytes = need;
+  else if (c.workspace == Workspace::TooSmall) ws_bytes = need > 256 ? need - 256 : 0;
+  if (ws_bytes) TT_CUDA(ws.alloc(ws_bytes));
+  out.workspace_bytes = ws_bytes;
+
+  auto call = [&]() -> tessera::Status {
+    if (!c.use_c_abi) return tessera::gemm(g, s, ws.p, ws_bytes);
+    const tessera_gemm_args_t ca = tessera::to_c(g);
+    tessera::Status r;
+    r.code = tessera_gemm(&ca, ws.p, ws_bytes, s);
+    r.message = tessera_last_error();
+    return r;
+  };
+  if (c.capture_graph) {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    TT_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    out.status = call();
+    const cudaError_t end = cudaStreamEndCapture(s, &graph);
+    if (end != cudaSuccess) {
+      fail_cuda("cudaStreamEndCapture (did tessera use another stream or a synchronous call?)", end);
+      if (graph) cudaGraphDestroy(graph);
+      return out;
+    }
+    if (out.status.ok()) {
+      cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+      if (e == cudaSuccess) e = cudaGraphLaunch(exec, s);
+      if (e != cudaSuccess) fail_cuda("graph instantiate/launch", e);
+    }
+    cudaStreamSynchronize(s);
+    if (exec) cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    if (!problems.empty()) return out;
+  } else {
+    out.status = call();
+  }
+  TT_CUDA(cudaStreamSynchronize(s));
+  TT_CUDA(cudaGetLastError());
+  const std::vector<uint8_t> after = to_host(D.buf, s, &problems);
+  if (!problems.empty()) return out;
+
+  if (c.expect != TESSERA_STATUS_SUCCESS) {
+    if (out.status.code != c.expect)
+      problems += "expected status " + std::string(tessera_status_string(c.expect)) + ", got " +
+                  tessera_status_string(out.status.code) + " (" + out.status.message + "); ";
+    if (!c.expect_message.empty() && out.status.message.find(c.expect_message) == std::string::npos)
+      problems += "message \"" + out.status.message + "\" does not mention \"" + c.expect_message + "\"; ";
+    if (after != before) problems += "a failing call modified D or its guard bands; ";
+    return out;
+  }
+  if (!out.status.ok()) {
+    problems += std::string("tessera returned ") + tessera_status_string(out.status.code) + ": " + out.status.message +
+                "; ";
+    return out;
+  }
+
+  // ---- oracle ---------------------------------------------------------------------------------
+  const int64_t M = c.m, N = c.n, K = c.k, L = c.batch;
+  const size_t count = size_t(std::max<int64_t>(M * N * L, 0));
+  std::vector<float> ref(count, 0.0f);
+  if (count > 0 && K > 0) {
+    DeviceBuffer r;
+    TT_CUDA(r.alloc(count * sizeof(float)));
+    cublasHandle_t h = blas();
+    if (!h) {
+      problems += "cublasCreate failed; ";
+      return out;
+    }
+    cublasSetStream(h, s);
+    const float one = 1.0f, zero = 0.0f;
+    const cublasStatus_t st = cublasGemmStridedBatchedEx(
+        h, blas_op(A.m, c.op_a), blas_op(B.m, c.op_b), int(M), int(N), int(K), &one, A.m.ptr, cuda_type(c.ab),
+        int(A.m.ld), A.batch_stride_used(), B.m.ptr, cuda_type(c.ab), int(B.m.ld), B.batch_stride_used(), &zero, r.p,
+        CUDA_R_32F, int(M), M * N, int(L), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      problems += "cuBLAS reference failed (status " + std::to_string(int(st)) + "); ";
+      return out;
+    }
+    TT_CUDA(cudaMemcpyAsync(ref.data(), r.p, count * sizeof(float), cudaMemcpyDeviceToHost, s));
+    TT_CUDA(cudaStreamSynchronize(s));
+  }
+
+  // ---- comparison ----------------------------------------------------------------------------------
+  const size_t es = D.es();
+  std::vector<uint8_t> is_elem(after.size(), 0);
+  double num = 0.0, den = 0.0;
+  int64_t nonfinite = 0;
+  std::string first_bad;
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t j = 0; j < N; ++j)
+      for (int64_t i = 0; i < M; ++i) {
+        const size_t at = D.front + size_t(D.offset(l, i, j)) * es;
+        std::memset(&is_elem[at], 1, es);
+        const double got = load(&after[at], c.dt);
+        double want = double(c.alpha) * ref[size_t(l * M * N + i + j * M)];
+        if (use_c) {
+          const double cv = c.in_place ? load(&before[at], c.dt)
+                                       : load(&c_host[C.front + size_t(C.offset(l, i, j)) * es], c.dt);
+          want += double(c.beta) * cv;
+        }
+        if (!std::isfinite(got)) {
+          if (!nonfinite++)
+            first_bad = "(" + std::to_string(l) + "," + std::to_string(i) + "," + std::to_string(j) + ")";
+          continue;
+        }
+        num += (got - want) * (got - want);
+        den += want * want;
+      }
+  out.rel_err = std::sqrt(num) / std::max(std::sqrt(den), 1e-3);
+  if (nonfinite)
+    problems += std::to_string(nonfinite) + " NaN/Inf outputs (unwritten or wrong), first at (batch,row,col) " +
+                first_bad + "; ";
+  if (!(out.rel_err <= out.tol)) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "relative error %.3e above tolerance %.1e; ", out.rel_err, out.tol);
+    problems += buf;
+  }
+  size_t guard_hits = 0, pad_hits = 0, first_hit = SIZE_MAX;
+  for (size_t b = 0; b < after.size(); ++b)
+    if (!is_elem[b] && after[b] != before[b]) {
+      const bool guard = b < kGuard || b >= after.size() - kGuard;
+      (guard ? guard_hits : pad_hits)++;
+      first_hit = std::min(first_hit, b);
+    }
+  if (guard_hits)
+    problems += std::to_string(guard_hits) + " guard-band bytes overwritten (first at byte " +
+                std::to_string(long(first_hit) - long(D.front)) + " relative to D); ";
+  if (pad_hits) problems += std::to_string(pad_hits) + " bytes of D's padding (between rows/batches) overwritten; ";
+  if (!problems.empty())
+    problems += "[" + spec_string("A", A, c.a) + " " + spec_string("B", B, c.b) + " " +
+                (use_c && !c.in_place ? spec_string("C", C, c.c) + " " : "") + spec_string("D", D, c.d) +
+                " workspace " + std::to_string(ws_bytes) + " of " + std::to_string(need) + "]";
+  return out;
+#undef TT_CUDA
+}
+
+void record(const std::string& suite, const std::string& group, const Case&, const Outcome& o) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  Group& g = g_stats[suite][group];
+  ++g.cases;
+  if (!o.passed()) ++g.failed;
+  if (o.status.ok() && o.tol > 0) {
+    if (o.rel_err > g.max_err) {
+      g.max_err = o.rel_err;
+      g.tol_at_max = o.tol;
+    }
+    g.worst_ratio = std::max(g.worst_ratio, o.rel_err / o.tol);
+  }
+}
+
+void print_summary(const std::string& suite) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = g_stats.find(suite);
+  if (it == g_stats.end()) return;
+  for (const auto& [group, g] : it->second)
+    std::printf("[ summary  ] %s | %-40s %5d cases, %3d failed, max rel err %.2e (tol %.0e), worst err/tol %.3f\n",
+                suite.c_str(), group.c_str(), g.cases, g.failed, g.max_err, g.tol_at_max, g.worst_ratio);
+  std::fflush(stdout);
+}
+
+}  // namespace tessera_test

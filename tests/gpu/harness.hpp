@@ -1,0 +1,86 @@
+// The GPU test harness: one GEMM case = fresh random operands on the device, D poisoned (0xFF = NaN)
+// inside guard bands, tessera run, cuBLAS (fp32 accumulate, fp32 output) as the oracle, and a host
+// comparison in fp64:
+//   rel_err = ||D - ref||_F / max(||ref||_F, 1e-3)   with ref = alpha * op(A) op(B) + beta * C,
+// plus: no NaN/Inf in D, guard bands and D's padding (bytes between rows/batches) untouched.
+// (The 1e-3 floor only matters for 1x1-sized results whose value happens to be tiny, where an
+// f16 subnormal's absolute rounding would otherwise read as a large relative error.)
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+#include "tessera/tessera.h"
+#include "tessera/tessera.hpp"
+
+namespace tessera_test {
+
+// True when a CUDA device of compute capability 8.0+ is usable; otherwise `why` says why (it
+// always starts with "no CUDA device", the ctest skip marker).
+bool device_ok(std::string* why);
+
+// Seed for a case: std::random_device, or TESSERA_TEST_SEED (decimal) to replay a failure.
+uint64_t fresh_seed();
+
+const char* dtype_name(tessera::DType t);
+size_t dtype_bytes(tessera::DType t);
+
+// Tolerance on rel_err for (A/B dtype, D dtype).
+double tolerance(tessera::DType ab, tessera::DType d);
+
+// How one matrix of a case is stored.
+struct MatSpec {
+  tessera::Layout layout = tessera::Layout::ColMajor;
+  int64_t ld_pad = 0;        // ld = max(1, packed ld) + ld_pad
+  bool batched = true;       // false: batch_count 1 (broadcast)
+  bool stride_zero = false;  // batch_count = batch with batch_stride 0 (broadcast by stride)
+  int64_t stride_pad = 0;    // batch_stride = packed + stride_pad
+  int64_t elem_offset = 0;   // base pointer offset in elements (misaligned operands)
+  int64_t ld_abs = 0;        // > 0: this ld instead (e.g. interleaved batches: ld = batch * cols)
+  int64_t stride_abs = -1;   // >= 0: this batch stride instead (batched matrices only)
+};
+
+enum class Workspace { Full, None, TooSmall };
+
+struct Case {
+  std::string config;  // "" = heuristic
+  tessera::DType ab = tessera::DType::F16;
+  tessera::DType dt = tessera::DType::F32;
+  tessera::Op op_a = tessera::Op::N, op_b = tessera::Op::N;
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  MatSpec a, b, c, d;  // a/b default to column-major (BLAS); set c/d layouts explicitly
+  float alpha = 1.0f, beta = 0.0f;
+  bool in_place = false;  // C is D (beta != 0)
+  Workspace workspace = Workspace::Full;
+  cudaStream_t stream = nullptr;
+  bool capture_graph = false;  // capture the tessera call into a CUDA graph on `stream` and replay it
+  bool use_c_abi = false;      // call tessera_gemm instead of tessera::gemm
+  // Expected status; for anything but SUCCESS, D (and its guards) must be byte-for-byte untouched.
+  tessera_status_t expect = TESSERA_STATUS_SUCCESS;
+  std::string expect_message;  // substring of the status message when expect != SUCCESS
+};
+
+struct Outcome {
+  uint64_t seed = 0;
+  tessera::Status status;
+  double rel_err = 0.0;
+  double tol = 0.0;
+  size_t workspace_bytes = 0;
+  std::string problems;  // everything that went wrong, "" when the case passed
+  bool passed() const { return problems.empty(); }
+};
+
+// The workspace gemm_workspace_size asks for this case (0: every operand takes the fast path as is).
+size_t workspace_needed(const Case& c);
+
+// Runs one case (synchronously: the stream is synchronised before returning).
+Outcome run_case(const Case& c);
+
+// One line per group: cases, failures, max rel_err and its tolerance.
+void record(const std::string& suite, const std::string& group, const Case& c, const Outcome& o);
+void print_summary(const std::string& suite);
+
+std::string describe(const Case& c);
+
+}  // namespace tessera_test

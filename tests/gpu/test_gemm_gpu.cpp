@@ -1,0 +1,908 @@
+// tessera GEMM on the GPU against cuBLAS (see harness.hpp for what one case checks). Every test
+// skips with "no CUDA device" on a machine without a usable sm_80+ GPU.
+//
+// Replay a failure: the message prints the seed; run
+//   TESSERA_TEST_SEED=<seed> tessera_gpu_tests --gtest_filter=<the case>
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "gemm/configs.hpp"
+#include "harness.hpp"
+#include "tessera/tessera.h"
+#include "tessera/tessera.hpp"
+
+namespace {
+
+namespace tt = tessera_test;
+namespace ti = tessera::gemm_impl;
+using tessera::DType;
+using tessera::Layout;
+using tessera::Op;
+using tt::Case;
+using tt::MatSpec;
+using tt::Workspace;
+
+// ---- fixtures ------------------------------------------------------------------------------------
+
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!tt::device_ok(&why)) GTEST_SKIP() << why;
+  }
+};
+
+template <class P>
+class GpuParamTest : public ::testing::TestWithParam<P> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!tt::device_ok(&why)) GTEST_SKIP() << why;
+  }
+};
+
+// Runs a case, records it under (suite, group) and expects it to pass; the message carries the seed.
+tt::Outcome check(const std::string& suite, const std::string& group, const Case& c) {
+  const tt::Outcome o = tt::run_case(c);
+  tt::record(suite, group, c, o);
+  EXPECT_TRUE(o.passed()) << tt::describe(c) << "\n  " << o.problems << "\n  seed " << o.seed
+                          << " (replay with TESSERA_TEST_SEED=" << o.seed << ")";
+  return o;
+}
+
+// ---- helpers -------------------------------------------------------------------------------------------
+
+struct Shape {
+  int64_t m, n, k;
+};
+std::string shape_name(const Shape& s) {
+  return std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+}
+
+std::string sanitize(std::string s) {
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
+
+std::vector<std::string> all_config_names() {
+  std::vector<std::string> v;
+  for (const tessera::ConfigInfo& c : tessera::gemm_configs()) v.push_back(c.name);
+  return v;
+}
+std::vector<std::string> sm80_config_names() {
+  std::vector<std::string> v;
+  for (const ti::Config& c : ti::configs())
+    if (c.kernel == ti::Kernel::Sm80) v.push_back(c.name);
+  return v;
+}
+
+struct DeviceFacts {
+  int sm_count = 0, cc = 0, smem_optin = 0;
+};
+DeviceFacts device_facts() {
+  DeviceFacts f;
+  int dev = 0, major = 0, minor = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  cudaDeviceGetAttribute(&f.sm_count, cudaDevAttrMultiProcessorCount, dev);
+  cudaDeviceGetAttribute(&f.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  f.cc = major * 10 + minor;
+  return f;
+}
+
+// An explicitly requested config this device cannot run (shared memory, arch) must be refused
+// with NOT_SUPPORTED, without writing D.
+void expect_support(Case& c) {
+  if (c.config.empty()) return;
+  const ti::Config* cfg = ti::find_config(c.config);
+  const DeviceFacts f = device_facts();
+  if (cfg && (cfg->smem_bytes > f.smem_optin || cfg->min_cc > f.cc)) {
+    c.expect = TESSERA_STATUS_NOT_SUPPORTED;
+    c.expect_message = "config";
+  }
+}
+
+bool is_sm80(const std::string& config) {
+  const ti::Config* cfg = ti::find_config(config);
+  return cfg && cfg->kernel == ti::Kernel::Sm80;
+}
+
+// Layout combination index: bit 0 op_a = T, bit 1 op_b = T, bit 2 D column-major. A and B are
+// stored column-major (BLAS), so "tn" has both operands K-major.
+void apply_layout(Case& c, int combo) {
+  c.op_a = combo & 1 ? Op::T : Op::N;
+  c.op_b = combo & 2 ? Op::T : Op::N;
+  c.a.layout = Layout::ColMajor;
+  c.b.layout = Layout::ColMajor;
+  c.d.layout = combo & 4 ? Layout::ColMajor : Layout::RowMajor;
+  c.c.layout = c.d.layout;
+}
+std::string layout_name(int combo) {
+  return std::string(combo & 1 ? "t" : "n") + (combo & 2 ? "t" : "n") + (combo & 4 ? "_Dcol" : "_Drow");
+}
+
+const char* dn(DType t) { return tt::dtype_name(t); }
+
+// ===================================================================================================
+// 1. The cross product: every config x A/B dtype x D dtype x 8 layouts x 6 shapes x 2 (alpha, beta).
+// ===================================================================================================
+
+struct CrossParam {
+  std::string config;
+  DType ab, dt;
+  int combo;
+  Shape shape;
+  bool scaled;  // alpha = 0.5, beta = -1.25 with a random C (else alpha = 1, beta = 0, no C)
+};
+
+std::vector<CrossParam> cross_params() {
+  const Shape shapes[] = {{1, 1, 1}, {17, 33, 7}, {128, 128, 32}, {1000, 1000, 1000}, {777, 1025, 4099}, {64, 80, 1}};
+  std::vector<CrossParam> v;
+  for (const std::string& cfg : all_config_names())
+    for (DType ab : {DType::F16, DType::BF16})
+      for (DType dt : {ab, DType::F32})
+        for (int combo = 0; combo < 8; ++combo)
+          for (const Shape& s : shapes)
+            for (bool scaled : {false, true}) v.push_back({cfg, ab, dt, combo, s, scaled});
+  return v;
+}
+
+void PrintTo(const CrossParam& p, std::ostream* os) {
+  *os << p.config << " " << dn(p.ab) << "->" << dn(p.dt) << " " << layout_name(p.combo) << " " << shape_name(p.shape)
+      << (p.scaled ? " alpha=0.5 beta=-1.25" : " alpha=1 beta=0");
+}
+
+class GemmCross : public GpuParamTest<CrossParam> {
+ public:
+  static void TearDownTestSuite() { tt::print_summary("GemmCross"); }
+};
+
+TEST_P(GemmCross, MatchesCublas) {
+  const CrossParam& p = GetParam();
+  Case c;
+  c.config = p.config;
+  c.ab = p.ab;
+  c.dt = p.dt;
+  apply_layout(c, p.combo);
+  c.m = p.shape.m;
+  c.n = p.shape.n;
+  c.k = p.shape.k;
+  if (p.scaled) {
+    c.alpha = 0.5f;
+    c.beta = -1.25f;
+  }
+  expect_support(c);
+  check("GemmCross", p.config + " " + dn(p.ab) + "->" + dn(p.dt), c);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, GemmCross, ::testing::ValuesIn(cross_params()),
+                         [](const ::testing::TestParamInfo<CrossParam>& i) {
+                           const CrossParam& p = i.param;
+                           return sanitize(p.config + "_" + dn(p.ab) + "_to_" + dn(p.dt) + "_" +
+                                           layout_name(p.combo) + "_" + shape_name(p.shape) +
+                                           (p.scaled ? "_a0p5_bm1p25" : "_a1_b0"));
+                         });
+
+// ===================================================================================================
+// 2. 4096^3 with the heuristic config (tn / nn, f16 / bf16).
+// ===================================================================================================
+
+struct LargeParam {
+  DType ab;
+  int combo;
+};
+
+void PrintTo(const LargeParam& p, std::ostream* os) { *os << dn(p.ab) << " " << layout_name(p.combo); }
+
+class GemmLarge : public GpuParamTest<LargeParam> {
+ public:
+  static void TearDownTestSuite() { tt::print_summary("GemmLarge"); }
+};
+
+TEST_P(GemmLarge, Square4096) {
+  Case c;
+  c.ab = c.dt = GetParam().ab;
+  apply_layout(c, GetParam().combo);
+  c.m = c.n = c.k = 4096;
+  check("GemmLarge", std::string("heuristic ") + dn(c.ab) + " " + layout_name(GetParam().combo), c);
+}
+
+INSTANTIATE_TEST_SUITE_P(Heuristic, GemmLarge,
+                         ::testing::Values(LargeParam{DType::F16, 1 | 4}, LargeParam{DType::F16, 0 | 4},
+                                           LargeParam{DType::BF16, 1 | 4}, LargeParam{DType::BF16, 0 | 4}),
+                         [](const ::testing::TestParamInfo<LargeParam>& i) {
+                           return sanitize(std::string(dn(i.param.ab)) + "_" + layout_name(i.param.combo));
+                         });
+
+// ===================================================================================================
+// 3. Unaligned problems without workspace: the heuristic falls back to simt_fallback.
+// ===================================================================================================
+
+struct NoWsParam {
+  Shape shape;
+  int combo;
+  DType ab, dt;
+};
+
+void PrintTo(const NoWsParam& p, std::ostream* os) {
+  *os << shape_name(p.shape) << " " << layout_name(p.combo) << " " << dn(p.ab) << "->" << dn(p.dt);
+}
+
+class GemmNoWorkspace : public GpuParamTest<NoWsParam> {
+ public:
+  static void TearDownTestSuite() { tt::print_summary("GemmNoWorkspace"); }
+};
+
+TEST_P(GemmNoWorkspace, HeuristicFallsBack) {
+  const NoWsParam& p = GetParam();
+  Case c;
+  c.ab = p.ab;
+  c.dt = p.dt;
+  apply_layout(c, p.combo);
+  c.m = p.shape.m;
+  c.n = p.shape.n;
+  c.k = p.shape.k;
+  c.alpha = 0.5f;
+  c.beta = -1.25f;
+  c.workspace = Workspace::None;
+  const tt::Outcome o = check("GemmNoWorkspace", std::string("heuristic ") + dn(p.ab) + "->" + dn(p.dt), c);
+  EXPECT_EQ(o.workspace_bytes, 0u);
+}
+
+std::vector<NoWsParam> nows_params() {
+  const Shape shapes[] = {{1, 1, 1}, {17, 33, 7}, {64, 80, 1}, {100, 36, 29}, {777, 1025, 4099}};
+  std::vector<NoWsParam> v;
+  for (const Shape& s : shapes)
+    for (int combo = 0; combo < 8; ++combo)
+      for (DType ab : {DType::F16, DType::BF16})
+        for (DType dt : {ab, DType::F32}) v.push_back({s, combo, ab, dt});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Unaligned, GemmNoWorkspace, ::testing::ValuesIn(nows_params()),
+                         [](const ::testing::TestParamInfo<NoWsParam>& i) {
+                           const NoWsParam& p = i.param;
+                           return sanitize(shape_name(p.shape) + "_" + layout_name(p.combo) + "_" + dn(p.ab) + "_to_" +
+                                           dn(p.dt));
+                         });
+
+// ===================================================================================================
+// 4. An explicit sm80 config and the workspace.
+// ===================================================================================================
+
+class GemmExplicitConfig : public GpuParamTest<std::string> {
+ public:
+  static void TearDownTestSuite() { tt::print_summary("GemmExplicitConfig"); }
+};
+
+TEST_P(GemmExplicitConfig, UnalignedWithoutWorkspaceIsNotSupported) {
+  for (const Shape& s : {Shape{17, 33, 7}, Shape{1, 1, 1}, Shape{64, 80, 1}, Shape{100, 36, 29}})
+    for (Workspace ws : {Workspace::None, Workspace::TooSmall})
+      for (int combo : {0, 1, 6}) {
+        Case c;
+        c.config = GetParam();
+        apply_layout(c, combo);
+        c.m = s.m;
+        c.n = s.n;
+        c.k = s.k;
+        c.workspace = ws;
+        const bool needs = tt::workspace_needed(c) > 0;  // e.g. 64x80x1 "nt": both operands aligned
+        if (needs) {
+          c.expect = TESSERA_STATUS_NOT_SUPPORTED;
+          c.expect_message = "workspace";
+        }
+        expect_support(c);  // (an unrunnable config is refused for that reason instead)
+        check("GemmExplicitConfig", GetParam() + (needs ? " refused, D untouched" : " aligned, no workspace"), c);
+      }
+}
+
+TEST_P(GemmExplicitConfig, MisalignedBaseWithoutWorkspaceIsNotSupported) {
+  Case c;
+  c.config = GetParam();
+  apply_layout(c, 1);
+  c.m = 128;
+  c.n = 96;
+  c.k = 64;
+  c.a.elem_offset = 1;  // 2 bytes: element aligned, not 16-byte aligned
+  c.workspace = Workspace::None;
+  ASSERT_GT(tt::workspace_needed(c), 0u);
+  c.expect = TESSERA_STATUS_NOT_SUPPORTED;
+  c.expect_message = "workspace";
+  expect_support(c);
+  check("GemmExplicitConfig", GetParam() + " refused, D untouched", c);
+}
+
+TEST_P(GemmExplicitConfig, AlignedNeedsNoWorkspace) {
+  for (int combo = 0; combo < 8; ++combo) {
+    Case c;
+    c.config = GetParam();
+    apply_layout(c, combo);
+    c.m = 256;
+    c.n = 136;
+    c.k = 72;
+    c.workspace = Workspace::None;
+    c.alpha = 0.5f;
+    c.beta = -1.25f;
+    expect_support(c);
+    check("GemmExplicitConfig", GetParam() + " aligned, no workspace", c);
+  }
+}
+
+TEST_P(GemmExplicitConfig, WorkspaceSizeIsEnough) {
+  // The padded path with exactly gemm_workspace_size bytes, both operands unaligned and batched.
+  Case c;
+  c.config = GetParam();
+  apply_layout(c, 2 | 4);
+  c.m = 45;
+  c.n = 77;
+  c.k = 91;
+  c.batch = 3;
+  c.alpha = 0.5f;
+  c.beta = -1.25f;
+  expect_support(c);
+  const tt::Outcome o = check("GemmExplicitConfig", GetParam() + " padded path", c);
+  if (c.expect == TESSERA_STATUS_SUCCESS) {
+    EXPECT_GT(o.workspace_bytes, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sm80, GemmExplicitConfig, ::testing::ValuesIn(sm80_config_names()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return sanitize(i.param); });
+
+// ===================================================================================================
+// 5. Batched: packed, broadcast A / B / C (by count or by stride 0), padded strides, interleaved D.
+// ===================================================================================================
+
+struct BatchParam {
+  std::string config;
+  std::string variant;
+  Shape shape;
+  DType ab;
+  int combo;
+};
+
+void apply_batch_variant(Case& c, const std::string& v) {
+  c.batch = 3;
+  if (v == "a_bcast") c.a.batched = false;
+  else if (v == "a_bcast_stride0") c.a.stride_zero = true;
+  else if (v == "b_bcast") c.b.batched = false;
+  else if (v == "b_bcast_stride0") c.b.stride_zero = true;
+  else if (v == "c_bcast") c.c.batched = false;
+  else if (v == "padded_strides8") c.a.stride_pad = c.b.stride_pad = c.c.stride_pad = c.d.stride_pad = 8;
+  else if (v == "padded_strides3") c.a.stride_pad = c.b.stride_pad = c.c.stride_pad = c.d.stride_pad = 3;
+  else if (v == "interleaved_d") {
+    // Batch l of D's row r at r * (3 * cols) + l * cols (row-major D), or column-major alike.
+    const bool row = c.d.layout == Layout::RowMajor;
+    c.d.ld_abs = 3 * (row ? c.n : c.m);
+    c.d.stride_abs = row ? c.n : c.m;
+  }
+}
+
+void PrintTo(const BatchParam& p, std::ostream* os) {
+  *os << p.config << " " << p.variant << " " << shape_name(p.shape) << " " << dn(p.ab) << " " << layout_name(p.combo);
+}
+
+class GemmBatched : public GpuParamTest<BatchParam> {
+ public:
+  static void TearDownTestSuite() { tt::print_summary("GemmBatched"); }
+};
+
+TEST_P(GemmBatched, MatchesCublas) {
+  const BatchParam& p = GetParam();
+  Case c;
+  c.config = p.config;
+  c.ab = p.ab;
+  c.dt = p.ab == DType::F16 ? DType::F32 : DType::BF16;
+  apply_layout(c, p.combo);
+  c.m = p.shape.m;
+  c.n = p.shape.n;
+  c.k = p.shape.k;
+  c.alpha = 0.5f;
+  c.beta = -1.25f;
+  apply_batch_variant(c, p.variant);
+  expect_support(c);
+  check("GemmBatched", p.config + " " + p.variant, c);
+}
+
+std::vector<BatchParam> batch_params() {
+  const char* variants[] = {"packed",   "a_bcast",         "a_bcast_stride0", "b_bcast",      "b_bcast_stride0",
+                            "c_bcast",  "padded_strides8", "padded_strides3", "interleaved_d"};
+  std::vector<BatchParam> v;
+  for (const std::string& cfg : all_config_names())
+    for (const char* var : variants)
+      for (const Shape& s : {Shape{128, 96, 64}, Shape{33, 17, 40}})
+        for (DType ab : {DType::F16, DType::BF16})
+          for (int combo : {1, 2 | 4}) v.push_back({cfg, var, s, ab, combo});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Batch3, GemmBatched, ::testing::ValuesIn(batch_params()),
+                         [](const ::testing::TestParamInfo<BatchParam>& i) {
+                           const BatchParam& p = i.param;
+                           return sanitize(p.config + "_" + p.variant + "_" + shape_name(p.shape) + "_" + dn(p.ab) +
+                                           "_" + layout_name(p.combo));
+                         });
+
+// ===================================================================================================
+// 6. Leading dimensions larger than packed (aligned +8, unaligned +3, only D or only C padded).
+// ===================================================================================================
+
+struct LdParam {
+  std::string config;
+  std::string variant;
+  int combo;
+  Shape shape;
+};
+
+void PrintTo(const LdParam& p, std::ostream* os) {
+  *os << p.config << " " << p.variant << " " << layout_name(p.combo) << " " << shape_name(p.shape);
+}
+
+class GemmPaddedLd : public GpuParamTest<LdParam> {
+ public:
+  static void TearDownTestSuite() { tt::print_summary("GemmPaddedLd"); }
+};
+
+TEST_P(GemmPaddedLd, MatchesCublas) {
+  const LdParam& p = GetParam();
+  Case c;
+  c.config = p.config;
+  c.ab = DType::BF16;
+  c.dt = DType::F32;
+  apply_layout(c, p.combo);
+  c.m = p.shape.m;
+  c.n = p.shape.n;
+  c.k = p.shape.k;
+  c.alpha = 0.5f;
+  c.beta = -1.25f;
+  if (p.variant == "all_ld+8") c.a.ld_pad = c.b.ld_pad = c.c.ld_pad = c.d.ld_pad = 8;
+  else if (p.variant == "all_ld+3") c.a.ld_pad = c.b.ld_pad = c.c.ld_pad = c.d.ld_pad = 3;
+  else if (p.variant == "d_ld+1") c.d.ld_pad = 1;
+  else if (p.variant == "c_ld+5") c.c.ld_pad = 5;
+  expect_support(c);
+  check("GemmPaddedLd", p.config + " " + p.variant, c);
+}
+
+std::vector<LdParam> ld_params() {
+  std::vector<LdParam> v;
+  for (const std::string& cfg : all_config_names())
+    for (const char* var : {"all_ld+8", "all_ld+3", "d_ld+1", "c_ld+5"})
+      for (int combo = 0; combo < 8; ++combo)
+        for (const Shape& s : {Shape{128, 96, 64}, Shape{100, 36, 29}}) v.push_back({cfg, var, combo, s});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ld, GemmPaddedLd, ::testing::ValuesIn(ld_params()),
+                         [](const ::testing::TestParamInfo<LdParam>& i) {
+                           const LdParam& p = i.param;
+                           return sanitize(p.config + "_" + p.variant + "_" + layout_name(p.combo) + "_" +
+                                           shape_name(p.shape));
+                         });
+
+// ===================================================================================================
+// 7. Misaligned (element-aligned only) base pointers; C in the other layout than D; C == D in place;
+//    K = 0; empty problems; a batch count beyond one grid's limit.
+// ===================================================================================================
+
+struct ConfigDtParam {
+  std::string config;
+  DType ab, dt;
+};
+
+std::vector<ConfigDtParam> config_dt_params() {
+  std::vector<ConfigDtParam> v;
+  for (const std::string& cfg : all_config_names()) {
+    v.push_back({cfg, DType::F16, DType::F16});
+    v.push_back({cfg, DType::BF16, DType::F32});
+  }
+  return v;
+}
+std::string config_dt_name(const ::testing::TestParamInfo<ConfigDtParam>& i) {
+  return sanitize(i.param.config + "_" + dn(i.param.ab) + "_to_" + dn(i.param.dt));
+}
+
+void PrintTo(const ConfigDtParam& p, std::ostream* os) { *os << p.config << " " << dn(p.ab) << "->" << dn(p.dt); }
+
+class GemmEdge : public GpuParamTest<ConfigDtParam> {
+ public:
+  static void TearDownTestSuite() { tt::print_summary("GemmEdge"); }
+
+ protected:
+  Case base(int combo, Shape s) const {
+    Case c;
+    c.config = GetParam().config;
+    c.ab = GetParam().ab;
+    c.dt = GetParam().dt;
+    apply_layout(c, combo);
+    c.m = s.m;
+    c.n = s.n;
+    c.k = s.k;
+    c.alpha = 0.5f;
+    c.beta = -1.25f;
+    return c;
+  }
+  std::string group(const char* what) const {
+    return GetParam().config + " " + dn(GetParam().ab) + "->" + dn(GetParam().dt) + " " + what;
+  }
+};
+
+TEST_P(GemmEdge, MisalignedBasePointers) {
+  for (const char* which : {"A+1", "B+3", "C+1", "D+1"})
+    for (Workspace ws : {Workspace::Full, Workspace::None})
+      for (int combo : {1, 6}) {
+        Case c = base(combo, Shape{128, 96, 64});
+        c.workspace = ws;
+        if (which[0] == 'A') c.a.elem_offset = 1;
+        if (which[0] == 'B') c.b.elem_offset = 3;
+        if (which[0] == 'C') c.c.elem_offset = 1;
+        if (which[0] == 'D') c.d.elem_offset = 1;
+        const bool operand = which[0] == 'A' || which[0] == 'B';
+        EXPECT_EQ(tt::workspace_needed(c) > 0, operand) << which;
+        if (operand && ws == Workspace::None && is_sm80(c.config)) {
+          c.expect = TESSERA_STATUS_NOT_SUPPORTED;
+          c.expect_message = "workspace";
+        }
+        expect_support(c);
+        SCOPED_TRACE(std::string(which) + (ws == Workspace::None ? " no workspace" : " workspace"));
+        check("GemmEdge", group("misaligned base"), c);
+      }
+}
+
+TEST_P(GemmEdge, CInTheOtherLayout) {
+  for (const Shape& s : {Shape{128, 96, 64}, Shape{17, 33, 7}, Shape{1000, 1000, 1000}})
+    for (int combo : {1, 1 | 4, 2, 2 | 4}) {
+      Case c = base(combo, s);
+      c.c.layout = c.d.layout == Layout::RowMajor ? Layout::ColMajor : Layout::RowMajor;
+      expect_support(c);
+      check("GemmEdge", group("C layout != D layout"), c);
+    }
+}
+
+TEST_P(GemmEdge, InPlaceCIsD) {
+  for (const Shape& s : {Shape{128, 96, 64}, Shape{17, 33, 7}})
+    for (int combo : {1, 2 | 4})
+      for (int64_t batch : {1, 3}) {
+        Case c = base(combo, s);
+        c.in_place = true;
+        c.batch = batch;
+        expect_support(c);
+        check("GemmEdge", group("in place C == D"), c);
+      }
+}
+
+TEST_P(GemmEdge, KZeroWritesBetaC) {
+  for (float beta : {0.0f, -1.25f})
+    for (int combo : {0, 1 | 4}) {
+      Case c = base(combo, Shape{40, 24, 0});
+      c.beta = beta;  // D = beta * C (or 0): every element written
+      expect_support(c);
+      check("GemmEdge", group("K = 0"), c);
+    }
+}
+
+TEST_P(GemmEdge, EmptyProblemsWriteNothing) {
+  for (const Shape& s : {Shape{0, 24, 16}, Shape{24, 0, 16}}) {
+    Case c = base(1, s);
+    check("GemmEdge", group("empty"), c);
+  }
+  Case c = base(1, Shape{24, 24, 16});
+  c.batch = 0;
+  check("GemmEdge", group("empty"), c);
+}
+
+TEST_P(GemmEdge, CApi) {
+  for (int combo : {1, 6}) {
+    Case c = base(combo, Shape{100, 36, 29});
+    c.use_c_abi = true;
+    expect_support(c);
+    check("GemmEdge", group("C ABI"), c);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Edge, GemmEdge, ::testing::ValuesIn(config_dt_params()), config_dt_name);
+
+class GemmBigBatch : public GpuTest {
+ public:
+  static void TearDownTestSuite() { tt::print_summary("GemmBigBatch"); }
+};
+
+TEST_F(GemmBigBatch, MoreBatchesThanOneGridHolds) {
+  // 65537 > 65535 (the grid's y limit): the launcher splits the batches.
+  for (const std::string& cfg : {std::string(), std::string("simt_fallback")})
+    for (const Shape& s : {Shape{8, 16, 8}, Shape{3, 5, 7}}) {
+      Case c;
+      c.config = cfg;
+      apply_layout(c, 1);
+      c.m = s.m;
+      c.n = s.n;
+      c.k = s.k;
+      c.batch = 65537;
+      c.alpha = 0.5f;
+      c.beta = -1.25f;
+      check("GemmBigBatch", (cfg.empty() ? std::string("heuristic") : cfg) + " batch 65537", c);
+    }
+}
+
+// ===================================================================================================
+// 8. Streams: a created non-blocking stream; capture into a CUDA graph (any launch on another stream
+//    or a synchronous call would break the capture).
+// ===================================================================================================
+
+class GemmStream : public GpuTest {
+ public:
+  static void TearDownTestSuite() { tt::print_summary("GemmStream"); }
+
+ protected:
+  void SetUp() override {
+    GpuTest::SetUp();
+    if (IsSkipped()) return;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&nonblocking_, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreate(&blocking_), cudaSuccess);
+  }
+  void TearDown() override {
+    if (nonblocking_) cudaStreamDestroy(nonblocking_);
+    if (blocking_) cudaStreamDestroy(blocking_);
+  }
+  cudaStream_t nonblocking_ = nullptr, blocking_ = nullptr;
+};
+
+TEST_F(GemmStream, NonDefaultStream) {
+  for (const std::string& cfg : all_config_names())
+    for (const Shape& s : {Shape{256, 136, 72}, Shape{17, 33, 7}})
+      for (Workspace ws : {Workspace::Full, Workspace::None}) {
+        Case c;
+        c.config = cfg;
+        apply_layout(c, 1 | 4);
+        c.m = s.m;
+        c.n = s.n;
+        c.k = s.k;
+        c.batch = 2;
+        c.alpha = 0.5f;
+        c.beta = -1.25f;
+        c.workspace = ws;
+        c.stream = nonblocking_;
+        if (ws == Workspace::None && tt::workspace_needed(c) > 0 && is_sm80(cfg)) {
+          c.expect = TESSERA_STATUS_NOT_SUPPORTED;
+          c.expect_message = "workspace";
+        }
+        expect_support(c);
+        check("GemmStream", "non-blocking stream", c);
+      }
+  // Heuristic without workspace on an unaligned problem: the fallback, on the stream too.
+  Case c;
+  apply_layout(c, 0);
+  c.m = 17;
+  c.n = 33;
+  c.k = 7;
+  c.workspace = Workspace::None;
+  c.stream = nonblocking_;
+  check("GemmStream", "non-blocking stream", c);
+}
+
+TEST_F(GemmStream, CapturedInACudaGraph) {
+  for (const std::string& cfg : all_config_names())
+    for (const Shape& s : {Shape{256, 136, 72}, Shape{17, 33, 7}}) {
+      Case c;
+      c.config = cfg;
+      apply_layout(c, 1);
+      c.m = s.m;
+      c.n = s.n;
+      c.k = s.k;
+      c.alpha = 0.5f;
+      c.beta = -1.25f;
+      c.stream = blocking_;
+      expect_support(c);
+      if (c.expect != TESSERA_STATUS_SUCCESS) continue;
+      check("GemmStream", "warm-up before capture", c);  // first launches set kernel attributes
+      c.capture_graph = true;
+      check("GemmStream", "graph capture + replay", c);
+    }
+}
+
+// ===================================================================================================
+// 9. Invalid arguments with real device memory: INVALID_ARGUMENT and nothing written.
+// ===================================================================================================
+
+class GemmInvalid : public GpuTest {};
+
+struct Buf {
+  void* p = nullptr;
+  size_t bytes = 0;
+  explicit Buf(size_t n) : bytes(n) { EXPECT_EQ(cudaMalloc(&p, n), cudaSuccess); }
+  ~Buf() { cudaFree(p); }
+  char* c() const { return static_cast<char*>(p); }
+  std::vector<unsigned char> host() const {
+    std::vector<unsigned char> h(bytes);
+    EXPECT_EQ(cudaMemcpy(h.data(), p, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+};
+
+TEST_F(GemmInvalid, NothingWrittenOnInvalidArguments) {
+  const int64_t M = 64, N = 48, K = 32;
+  Buf a(4 * M * K * 2), b(4 * K * N * 2), d(4 * M * N * 4), ws(1 << 20);
+  ASSERT_EQ(cudaMemset(a.p, 0x3C, a.bytes), cudaSuccess);  // f16 1.0
+  ASSERT_EQ(cudaMemset(b.p, 0x3C, b.bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemset(d.p, 0xFF, d.bytes), cudaSuccess);
+  const auto a0 = a.host(), b0 = b.host(), d0 = d.host();
+
+  auto valid = [&] {
+    tessera::GemmArgs g;
+    g.a = tessera::dense(a.p, DType::F16, M, K);
+    g.b = tessera::dense(b.p, DType::F16, K, N);
+    g.d = tessera::dense(d.p, DType::F32, M, N);
+    return g;
+  };
+  struct Bad {
+    const char* what;
+    tessera::GemmArgs g;
+    void* ws;
+    size_t ws_bytes;
+    const char* needle;
+  };
+  std::vector<Bad> bad;
+  {
+    auto g = valid();
+    g.b.rows = K + 1;
+    g.b.cols = N - 1;
+    g.b.ld = N - 1;
+    bad.push_back({"K mismatch", g, nullptr, 0, "K must agree"});
+  }
+  {
+    auto g = valid();
+    g.d.ptr = a.p;  // D on top of A
+    g.d.dtype = DType::F32;
+    bad.push_back({"D overlaps A", g, nullptr, 0, "overlaps a"});
+  }
+  {
+    auto g = valid();
+    g.beta = 1.0f;
+    g.c = g.d;
+    g.c.ptr = d.c() + 4;
+    bad.push_back({"C partially overlaps D", g, nullptr, 0, "c: overlaps d"});
+  }
+  {
+    auto g = valid();
+    g.d.batch_count = 2;
+    g.d.batch_stride = 0;
+    bad.push_back({"D batches overlap", g, nullptr, 0, "d.batch_stride"});
+  }
+  {
+    auto g = valid();
+    g.config = "no_such_config";
+    bad.push_back({"unknown config", g, nullptr, 0, "config"});
+  }
+  bad.push_back({"workspace misaligned", valid(), ws.c() + 16, 4096, "workspace"});
+  bad.push_back({"workspace null with bytes", valid(), nullptr, 4096, "workspace"});
+  {
+    auto g = valid();
+    g.a.ptr = a.c() + 1;  // not element aligned
+    bad.push_back({"A not element aligned", g, nullptr, 0, "a.ptr"});
+  }
+  for (const Bad& x : bad) {
+    SCOPED_TRACE(x.what);
+    const tessera::Status s = tessera::gemm(x.g, nullptr, x.ws, x.ws_bytes);
+    EXPECT_EQ(s.code, TESSERA_STATUS_INVALID_ARGUMENT) << s.message;
+    EXPECT_NE(s.message.find(x.needle), std::string::npos) << s.message;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_TRUE(d.host() == d0) << "D modified";
+    EXPECT_TRUE(a.host() == a0) << "A modified";
+    EXPECT_TRUE(b.host() == b0) << "B modified";
+  }
+  // And the valid call does write D (the buffers work).
+  ASSERT_TRUE(tessera::gemm(valid(), nullptr, nullptr, 0).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_FALSE(d.host() == d0);
+}
+
+// ===================================================================================================
+// 10. Configuration selection on this device; TESSERA_GEMM_CONFIG.
+// ===================================================================================================
+
+class GemmConfigSelection : public GpuTest {
+ public:
+  static void TearDownTestSuite() { tt::print_summary("GemmConfigSelection"); }
+};
+
+tessera::GemmArgs fake_args(int64_t m, int64_t n, int64_t k, int64_t batch = 1) {
+  // select_config and gemm_workspace_size never touch memory: fake aligned pointers suffice.
+  tessera::GemmArgs g;
+  g.a = tessera::dense(reinterpret_cast<const void*>(uintptr_t(1) << 40), DType::F16, m, k, Layout::ColMajor, batch);
+  g.b = tessera::dense(reinterpret_cast<const void*>(uintptr_t(2) << 40), DType::F16, k, n, Layout::ColMajor, batch);
+  g.d = tessera::dense(reinterpret_cast<const void*>(uintptr_t(3) << 40), DType::F32, m, n, Layout::ColMajor, batch);
+  return g;
+}
+
+TEST_F(GemmConfigSelection, HeuristicMatchesTheTableForThisDevice) {
+  const DeviceFacts f = device_facts();
+  for (const Shape& s : {Shape{4096, 4096, 4096}, Shape{128, 16384, 4096}, Shape{17, 33, 7}, Shape{1000, 1000, 1000},
+                         Shape{1, 1, 1}}) {
+    std::string name;
+    const tessera::Status st = tessera::gemm_select_config(fake_args(s.m, s.n, s.k), &name);
+    ASSERT_TRUE(st.ok()) << st.message;
+    // D column-major: the canonical problem is N x M.
+    const ti::Config& want = ti::select_config(ti::HeuristicInput{s.n, s.m, s.k, 1, f.sm_count, f.cc, f.smem_optin});
+    EXPECT_EQ(name, want.name) << shape_name(s);
+    const ti::Config* got = ti::find_config(name);
+    ASSERT_NE(got, nullptr);
+    EXPECT_LE(got->smem_bytes, f.smem_optin);
+    // The C ABI returns the same name in static storage.
+    const tessera_gemm_args_t c = tessera::to_c(fake_args(s.m, s.n, s.k));
+    const char* cname = nullptr;
+    ASSERT_EQ(tessera_gemm_select_config(&c, &cname), TESSERA_STATUS_SUCCESS);
+    EXPECT_EQ(name, cname);
+  }
+  if (f.sm_count >= 100 && f.smem_optin >= 135168) {
+    std::string name;
+    ASSERT_TRUE(tessera::gemm_select_config(fake_args(4096, 4096, 4096), &name).ok());
+    EXPECT_EQ(name, "sm80_128x256x32_s4_w8");
+  }
+  // An explicit config is reported as chosen.
+  for (const std::string& cfg : all_config_names()) {
+    tessera::GemmArgs g = fake_args(512, 512, 512);
+    g.config = cfg;
+    std::string name;
+    const tessera::Status st = tessera::gemm_select_config(g, &name);
+    const ti::Config* x = ti::find_config(cfg);
+    if (x->smem_bytes > f.smem_optin) {
+      EXPECT_EQ(st.code, TESSERA_STATUS_NOT_SUPPORTED);
+      continue;
+    }
+    ASSERT_TRUE(st.ok()) << st.message;
+    EXPECT_EQ(name, cfg);
+  }
+}
+
+// Sets an environment variable for the scope.
+struct EnvGuard {
+  std::string name;
+  explicit EnvGuard(const char* n, const std::string& value) : name(n) { setenv(n, value.c_str(), 1); }
+  ~EnvGuard() { unsetenv(name.c_str()); }
+};
+
+TEST_F(GemmConfigSelection, EnvironmentOverride) {
+  for (const std::string& cfg : all_config_names()) {
+    EnvGuard env("TESSERA_GEMM_CONFIG", cfg);
+    std::string name;
+    const tessera::Status st = tessera::gemm_select_config(fake_args(4096, 4096, 4096), &name);
+    Case c;
+    apply_layout(c, 1);
+    c.m = 100;
+    c.n = 36;
+    c.k = 29;
+    if (st.ok()) {
+      EXPECT_EQ(name, cfg);
+    } else {
+      EXPECT_EQ(st.code, TESSERA_STATUS_NOT_SUPPORTED) << st.message;
+      c.expect = TESSERA_STATUS_NOT_SUPPORTED;
+    }
+    check("GemmConfigSelection", "TESSERA_GEMM_CONFIG", c);
+  }
+  {
+    EnvGuard env("TESSERA_GEMM_CONFIG", "no_such_config");
+    Case c;
+    apply_layout(c, 1);
+    c.m = 64;
+    c.n = 64;
+    c.k = 64;
+    c.expect = TESSERA_STATUS_INVALID_ARGUMENT;
+    c.expect_message = "TESSERA_GEMM_CONFIG";
+    check("GemmConfigSelection", "TESSERA_GEMM_CONFIG unknown: refused", c);
+    // The args' config wins over the environment.
+    c.config = "simt_fallback";
+    c.expect = TESSERA_STATUS_SUCCESS;
+    c.expect_message.clear();
+    check("GemmConfigSelection", "args.config over TESSERA_GEMM_CONFIG", c);
+  }
+}
+
+}  // namespace

@@ -1,0 +1,98 @@
+#include "cublaslt_gemm.hpp"
+
+#include <climits>
+#include <cstdint>
+
+#include "check.hpp"
+
+namespace tessera_cli {
+namespace {
+
+using tessera::DType;
+using tessera::Op;
+
+cudaDataType cuda_type(DType t) {
+  switch (t) {
+    case DType::F16: return CUDA_R_16F;
+    case DType::BF16: return CUDA_R_16BF;
+    case DType::F32: return CUDA_R_32F;
+  }
+  throw CliError(kExitCudaError, "cuBLASLt: unknown dtype");
+}
+
+cublasOperation_t cublas_op(Op op, bool flip) {
+  const bool transpose = (op == Op::T) != flip;
+  return transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
+}
+
+cublasLtHandle_t create_handle() {
+  cublasLtHandle_t h = nullptr;
+  CLI_CUBLAS_CHECK(cublasLtCreate(&h));
+  return h;
+}
+
+LtPtr<cublasLtMatmulDesc_t> make_op(cublasOperation_t trans_a, cublasOperation_t trans_b) {
+  cublasLtMatmulDesc_t raw = nullptr;
+  CLI_CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  LtPtr<cublasLtMatmulDesc_t> op(raw, cublasLtMatmulDescDestroy);
+  CLI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.get(), CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
+  CLI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.get(), CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
+  return op;
+}
+
+// The stored matrix in cuBLASLt's default COL order (a row-major R x C matrix is the column-major
+// C x R one), with `dtype` (the reference's D differs from the problem's).
+LtPtr<cublasLtMatrixLayout_t> make_layout(const StoredMatrix& s, DType dtype) {
+  if (s.batch > INT32_MAX) throw CliError(kExitUsage, "cuBLASLt: batch count must fit in int32");
+  cublasLtMatrixLayout_t raw = nullptr;
+  CLI_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&raw, cuda_type(dtype), uint64_t(s.inner()), uint64_t(s.outer()), s.ld));
+  LtPtr<cublasLtMatrixLayout_t> layout(raw, cublasLtMatrixLayoutDestroy);
+  const int32_t count = int32_t(s.batch);
+  const int64_t stride = s.batch_stride;  // 0 broadcasts, as in tessera
+  CLI_CUBLAS_CHECK(
+      cublasLtMatrixLayoutSetAttribute(layout.get(), CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+  CLI_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout.get(), CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                    &stride, sizeof stride));
+  return layout;
+}
+
+}  // namespace
+
+LtHandle::LtHandle() : h_(create_handle(), cublasLtDestroy) {}
+
+LtGemm::LtGemm(cublasLtHandle_t handle, const GemmProblem& p, DType d_dtype, size_t workspace_bytes)
+    : handle_(handle),
+      op_(p.d.row_major ? make_op(cublas_op(p.op_b, true), cublas_op(p.op_a, true))
+                        : make_op(cublas_op(p.op_a, false), cublas_op(p.op_b, false))),
+      a_(make_layout(p.d.row_major ? p.b : p.a, p.a.dtype)),
+      b_(make_layout(p.d.row_major ? p.a : p.b, p.b.dtype)),
+      cd_(make_layout(p.d, d_dtype)),
+      workspace_bytes_(workspace_bytes),
+      alpha_(p.alpha),
+      beta_(p.beta),
+      swap_ab_(p.d.row_major) {
+  cublasLtMatmulPreference_t raw = nullptr;
+  CLI_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw));
+  LtPtr<cublasLtMatmulPreference_t> pref(raw, cublasLtMatmulPreferenceDestroy);
+  const uint64_t max_ws = workspace_bytes;
+  CLI_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws,
+                                                        sizeof max_ws));
+  cublasLtMatmulHeuristicResult_t result{};
+  int returned = 0;
+  CLI_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, op_.get(), a_.get(), b_.get(), cd_.get(), cd_.get(),
+                                                  pref.get(), 1, &result, &returned));
+  if (returned == 0)
+    throw CliError(kExitCudaError, std::string("cuBLASLt: no algorithm for this problem (D ") + dtype_name(d_dtype) +
+                                       ")");
+  algo_ = result.algo;
+}
+
+void LtGemm::run(const void* a, const void* b, const void* c, void* d, void* workspace, cudaStream_t stream) const {
+  // With beta == 0 cuBLASLt does not read C, but it still wants a valid pointer: D is one.
+  const void* c_or_d = beta_ != 0.0f ? c : d;
+  CLI_CUBLAS_CHECK(cublasLtMatmul(handle_, op_.get(), &alpha_, swap_ab_ ? b : a, a_.get(), swap_ab_ ? a : b,
+                                  b_.get(), &beta_, c_or_d, cd_.get(), d, cd_.get(), &algo_, workspace,
+                                  workspace_bytes_, stream));
+}
+
+}  // namespace tessera_cli

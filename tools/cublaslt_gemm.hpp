@@ -1,0 +1,54 @@
+// cuBLASLt as the oracle (--verify, fp32 output) and the anchor (--compare cublas, the problem's
+// own output type) for a GemmProblem: same operands, layouts, batch strides, alpha and beta.
+#pragma once
+
+#include <cublasLt.h>
+
+#include <cstddef>
+#include <memory>
+#include <type_traits>
+
+#include "gemm_problem.hpp"
+
+namespace tessera_cli {
+
+// Workspace offered to cuBLASLt: enough that its heuristic is not steered away from split-K /
+// stream-K algorithms by a lack of scratch memory.
+constexpr size_t kCublasLtWorkspaceBytes = size_t(32) << 20;
+
+template <class Handle>
+using LtPtr = std::unique_ptr<std::remove_pointer_t<Handle>, cublasStatus_t (*)(Handle)>;
+
+class LtHandle {
+ public:
+  LtHandle();
+  cublasLtHandle_t get() const { return h_.get(); }
+
+ private:
+  LtPtr<cublasLtHandle_t> h_;
+};
+
+class LtGemm {
+ public:
+  // Plans `p` with D (and C) of type `d_dtype`, algorithm = cuBLASLt's first heuristic choice for
+  // `workspace_bytes` of workspace. Throws if cuBLASLt has none.
+  LtGemm(cublasLtHandle_t handle, const GemmProblem& p, tessera::DType d_dtype, size_t workspace_bytes);
+
+  // Enqueues one GEMM. `c` is ignored when beta == 0. `workspace` holds at least the
+  // `workspace_bytes` given to the constructor.
+  void run(const void* a, const void* b, const void* c, void* d, void* workspace, cudaStream_t stream) const;
+
+ private:
+  cublasLtHandle_t handle_;
+  LtPtr<cublasLtMatmulDesc_t> op_;
+  LtPtr<cublasLtMatrixLayout_t> a_, b_, cd_;  // in cuBLASLt's A/B slots (see swap_ab_); C and D share cd_
+  cublasLtMatmulAlgo_t algo_{};
+  size_t workspace_bytes_;
+  float alpha_, beta_;
+  // cuBLASLt is column-major. A row-major D (M x N) is the column-major D^T (N x M), computed as
+  // D^T = op(B)^T op(A)^T: B goes in the A slot and A in the B slot, each with its op flipped.
+  // This keeps every operand in the default COL order, which all cuBLASLt algorithms support.
+  bool swap_ab_;
+};
+
+}  // namespace tessera_cli

@@ -1,0 +1,46 @@
+// Device memory of a GEMM run: the input sets (A, B and C, filled with random data) and the
+// output D surrounded by guard bands.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda_raii.hpp"
+#include "gemm_problem.hpp"
+
+namespace tessera_cli {
+
+// One set of inputs. Several are rotated while timing so that small problems are not served from L2.
+struct InputSet {
+  DeviceBuffer a, b, c;  // c is empty when beta == 0
+
+  // Allocates and fills with values uniform in [-1, 1); `seed` and `set_index` pick the data.
+  InputSet(const GemmProblem& p, uint64_t seed, int set_index, cudaStream_t stream);
+
+  static size_t bytes_needed(const GemmProblem& p);  // A + B (+ C)
+};
+
+// D with `kGuardBytes` of a known byte pattern before and after it: a write out of bounds, in
+// either direction, changes the pattern.
+class GuardedBuffer {
+ public:
+  static constexpr size_t kGuardBytes = 4096;  // also keeps data() 256-byte aligned, like cudaMalloc
+  static constexpr unsigned char kGuardByte = 0xA5;
+  static constexpr unsigned char kPoisonByte = 0xFF;  // NaN in f16, bf16 and f32
+
+  explicit GuardedBuffer(size_t bytes);
+  void* data() const { return static_cast<char*>(storage_.get()) + kGuardBytes; }
+  size_t bytes() const { return bytes_; }
+
+  void fill_guards(cudaStream_t stream);  // writes the guard pattern
+  void poison(cudaStream_t stream);       // fills D itself with kPoisonByte
+  bool guards_intact(cudaStream_t stream) const;  // synchronises the stream
+
+ private:
+  DeviceBuffer storage_;
+  size_t bytes_;
+};
+
+}  // namespace tessera_cli

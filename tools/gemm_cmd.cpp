@@ -1,0 +1,327 @@
+// `tessera gemm`: one GEMM through tessera; optionally checked against a cuBLASLt fp32 reference
+// (--verify) and timed against cuBLASLt on the same inputs (--compare cublas).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "args.hpp"
+#include "check.hpp"
+#include "commands.hpp"
+#include "cublaslt_gemm.hpp"
+#include "cuda_raii.hpp"
+#include "device_info.hpp"
+#include "gemm_buffers.hpp"
+#include "gemm_problem.hpp"
+#include "json.hpp"
+#include "tessera/tessera.hpp"
+#include "timing.hpp"
+#include "verify.hpp"
+
+namespace tessera_cli {
+namespace {
+
+// Input sets rotated while timing: enough that one pass moves more than twice the L2 size.
+constexpr int kMaxInputSets = 8;
+// Extra input sets are optional; they are only allocated while this much device memory stays free
+// (for cuBLASLt's and the CUDA runtime's own allocations).
+constexpr size_t kExtraSetHeadroomBytes = size_t(512) << 20;
+
+std::vector<OptionSpec> gemm_options() {
+  std::vector<OptionSpec> specs = gemm_problem_options();
+  const std::vector<OptionSpec> run_specs = {
+      {"verify", "", "check D against a cuBLASLt fp32-output reference (poisoned D, guard bands); exit 1 on FAIL"},
+      {"compare", "LIB", "also time LIB on the same inputs; LIB = cublas (cuBLASLt)"},
+      {"iters", "N", "timed samples, the median is reported (default 20)"},
+      {"warmup", "N", "warm-up samples before timing (default 5)"},
+      {"seed", "S", "seed of the random inputs (default: from the clock; printed)"},
+      {"json", "FILE", "write the result as JSON to FILE, or to stdout when FILE is - or omitted (the "
+                       "human-readable report then goes to stderr)",
+       /*value_optional=*/true, /*implicit_value=*/"-"},
+      {"help", "", "show this help"},
+  };
+  specs.insert(specs.end(), run_specs.begin(), run_specs.end());
+  return specs;
+}
+
+struct RunSettings {
+  bool verify = false;
+  bool compare = false;  // against cuBLASLt
+  TimingConfig timing;
+  uint64_t seed = 0;
+  std::optional<std::string> json_path;  // "-" = stdout
+};
+
+uint64_t clock_seed() {
+  const auto now = std::chrono::high_resolution_clock::now().time_since_epoch().count();
+  return uint64_t(now) ^ (uint64_t(std::random_device{}()) << 32);
+}
+
+RunSettings parse_run_settings(const Options& opts) {
+  RunSettings r;
+  r.verify = opts.has("verify");
+  if (opts.has("compare")) {
+    const std::string lib = opts.str("compare");
+    if (lib != "cublas" && lib != "cublaslt") usage_error("--compare: unknown library '" + lib + "' (expected cublas)");
+    r.compare = true;
+  }
+  r.timing.samples = int(opts.integer("iters", 20));
+  r.timing.warmup_samples = int(opts.integer("warmup", 5));
+  if (r.timing.samples < 1) usage_error("--iters: must be >= 1");
+  if (r.timing.warmup_samples < 0) usage_error("--warmup: must be >= 0");
+  r.seed = opts.has("seed") ? uint64_t(*opts.integer("seed")) : clock_seed();
+  if (opts.has("json")) r.json_path = opts.str("json");
+  return r;
+}
+
+std::string mib(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / double(1 << 20));
+  return buf;
+}
+
+size_t free_device_memory() {
+  size_t free_bytes = 0, total_bytes = 0;
+  CLI_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return free_bytes;
+}
+
+// Fails early, with the sizes, rather than at whichever cudaMalloc runs out.
+void require_device_memory(size_t needed) {
+  const size_t free_bytes = free_device_memory();
+  if (needed > free_bytes)
+    throw CliError(kExitCudaError, "not enough device memory: this run needs about " + mib(needed) + ", " +
+                                       mib(free_bytes) + " are free");
+}
+
+int input_sets_wanted(size_t set_bytes, size_t l2_bytes) {
+  if (set_bytes == 0) return 1;
+  return int(std::min<size_t>(2 * l2_bytes / set_bytes + 1, kMaxInputSets));
+}
+
+double tflops(double flops, double ms) { return ms > 0 ? flops / (ms * 1e-3) / 1e12 : 0.0; }
+
+std::string utc_now_iso() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::optional<std::string> env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::optional<std::string>(v) : std::nullopt;
+}
+
+// Everything a run produced, for the human-readable report and the JSON.
+struct GemmReport {
+  GemmReport(const DeviceInfo& d, const GemmProblem& p, const RunSettings& s) : device(d), problem(p), settings(s) {}
+
+  const DeviceInfo& device;
+  const GemmProblem& problem;
+  const RunSettings& settings;
+  std::string config;
+  int input_sets = 1;
+  size_t set_bytes = 0;
+  std::optional<VerifyResult> verify;
+  TimingResult tessera;
+  std::optional<TimingResult> cublas;
+
+  std::optional<double> ratio() const {
+    if (!cublas || tessera.median_ms <= 0) return std::nullopt;
+    return cublas->median_ms / tessera.median_ms;  // = tessera TFLOP/s / cuBLASLt TFLOP/s
+  }
+};
+
+void print_report(std::FILE* out, const GemmReport& r) {
+  const DeviceInfo& dev = r.device;
+  const double flops = r.problem.flops();
+  std::fprintf(out, "device    %s (cc %s, %d SMs, L2 %s)\n", dev.name.c_str(), dev.cc().c_str(), dev.sm_count,
+               mib(dev.l2_bytes).c_str());
+  std::fprintf(out, "problem   %s\n", r.problem.describe().c_str());
+  std::fprintf(out, "config    %s%s\n", r.config.c_str(), r.problem.config.empty() ? " (heuristic)" : "");
+  std::fprintf(out, "inputs    %d set%s of %s rotated, seed %llu\n", r.input_sets, r.input_sets > 1 ? "s" : "",
+               mib(r.set_bytes).c_str(), (unsigned long long)r.settings.seed);
+  if (r.verify) {
+    const VerifyResult& v = *r.verify;
+    std::fprintf(out, "verify    %s  rel_err %.3e (tol %.1e), %llu non-finite, guards %s\n", v.pass ? "PASS" : "FAIL",
+                 v.rel_err, v.tol, (unsigned long long)v.nonfinite, v.guards_ok ? "intact" : "OVERWRITTEN");
+  }
+  std::fprintf(out, "timing    median of %d samples after %d warm-up; %s\n", r.tessera.samples,
+               r.settings.timing.warmup_samples, timing_mode_description(r.tessera.launches_per_sample).c_str());
+  auto line = [&](const char* name, const TimingResult& t) {
+    std::fprintf(out, "%-9s %10.4f ms  %9.2f TFLOP/s  (min %.4f ms)\n", name, t.median_ms, tflops(flops, t.median_ms),
+                 t.min_ms);
+  };
+  line("tessera", r.tessera);
+  if (r.cublas) line("cuBLASLt", *r.cublas);
+  if (auto ratio = r.ratio()) std::fprintf(out, "ratio     %.3f (tessera / cuBLASLt)\n", *ratio);
+}
+
+void write_json(std::ostream& os, const GemmReport& r) {
+  const GemmProblem& p = r.problem;
+  const double flops = p.flops();
+  JsonWriter j(os);
+  j.begin_object();
+  j.field("tool", "tessera gemm").field("tessera_version", tessera_version());
+  j.field("gpu", r.device.name).field("cc", r.device.cc()).field("sms", r.device.sm_count);
+  j.field("m", p.m).field("n", p.n).field("k", p.k).field("batch", p.batch);
+  j.field("dtype", dtype_name(p.a.dtype)).field("out_dtype", dtype_name(p.d.dtype));
+  j.field("layout", p.layout).field("d_row_major", p.d.row_major);
+  j.field("lda", p.a.ld).field("ldb", p.b.ld).field("ldd", p.d.ld);
+  j.field("broadcast_a", p.a.broadcast()).field("broadcast_b", p.b.broadcast());
+  j.field("alpha", double(p.alpha)).field("beta", double(p.beta));
+  j.field("config", r.config);
+  j.field("tessera_ms", r.tessera.median_ms).field("tessera_tflops", tflops(flops, r.tessera.median_ms));
+  if (r.cublas) {
+    j.field("cublas_ms", r.cublas->median_ms).field("cublas_tflops", tflops(flops, r.cublas->median_ms));
+  } else {
+    j.key("cublas_ms").null().key("cublas_tflops").null();
+  }
+  j.field("ratio", r.ratio());
+  j.key("verify");
+  if (r.verify) {
+    const VerifyResult& v = *r.verify;
+    j.begin_object();
+    j.field("rel_err", v.rel_err).field("tol", v.tol).field("pass", v.pass);
+    j.field("nonfinite", v.nonfinite).field("guards_ok", v.guards_ok);
+    j.end_object();
+  } else {
+    j.null();
+  }
+  j.field("timing_mode", r.tessera.launches_per_sample > 1 ? "batched" : "single");
+  j.key("timing").begin_object();
+  j.field("description", timing_mode_description(r.tessera.launches_per_sample));
+  j.field("launches_per_sample", r.tessera.launches_per_sample);
+  j.field("samples", r.tessera.samples).field("warmup_samples", r.settings.timing.warmup_samples);
+  j.field("input_sets", r.input_sets).field("input_set_bytes", r.set_bytes);
+  j.field("tessera_min_ms", r.tessera.min_ms);
+  j.field("cublas_min_ms", r.cublas ? std::optional<double>(r.cublas->min_ms) : std::nullopt);
+  j.end_object();
+  j.field("seed", r.settings.seed);
+  j.field("commit", env("TESSERA_COMMIT"));
+  j.field("date", utc_now_iso());
+  j.end_object();
+}
+
+void emit_json(const std::string& path, const GemmReport& r) {
+  if (path == "-") {
+    write_json(std::cout, r);
+    std::cout.flush();
+    return;
+  }
+  std::ofstream file(path);
+  if (!file) throw CliError(kExitUsage, "--json: cannot open '" + path + "' for writing");
+  write_json(file, r);
+}
+
+}  // namespace
+
+void print_gemm_help(std::FILE* out) {
+  std::fprintf(out,
+               "usage: tessera gemm --m M --n N --k K [options]\n\n"
+               "D = alpha * op(A) * op(B) + beta * C through tessera, on fresh random inputs uniform in [-1, 1].\n"
+               "Matrices are column-major as in BLAS unless --d-row-major; FLOPs = 2*M*N*K*batch.\n"
+               "Without --compare only tessera is timed. Problems whose launch takes under %.0f us are timed\n"
+               "as batches of back-to-back launches per event pair, the same way for both libraries.\n\n"
+               "options:\n",
+               kSmallProblemMs * 1e3);
+  print_options(out, gemm_options());
+  std::fprintf(out,
+               "\nexamples:\n"
+               "  tessera gemm --m 8192 --n 8192 --k 8192 --dtype bf16 --verify --compare cublas\n"
+               "  tessera gemm --m 4096 --n 4096 --k 4096 --batch 8 --broadcast-b --layout nn --json out.json\n");
+}
+
+int run_gemm(const std::vector<std::string>& args) {
+  const std::vector<OptionSpec> specs = gemm_options();
+  const Options opts("gemm", specs, args);
+  if (opts.has("help")) {
+    print_gemm_help(stdout);
+    return kExitOk;
+  }
+  const GemmProblem p = parse_gemm_problem(opts);
+  const RunSettings settings = parse_run_settings(opts);
+  const DeviceInfo device = require_device();
+  // With JSON on stdout, the human-readable report moves to stderr so that stdout parses.
+  std::FILE* human = settings.json_path && *settings.json_path == "-" ? stderr : stdout;
+
+  const bool need_cublas = settings.verify || settings.compare;
+  const size_t set_bytes = InputSet::bytes_needed(p);
+  require_device_memory(p.d.bytes() + 2 * GuardedBuffer::kGuardBytes + set_bytes +
+                        (need_cublas ? kCublasLtWorkspaceBytes : 0) +
+                        (settings.verify ? (p.has_c() ? 2 : 1) * p.d.elements() * sizeof(float) : 0));
+
+  Stream stream;
+  GuardedBuffer d(p.d.bytes());
+  std::vector<InputSet> sets;
+  sets.emplace_back(p, settings.seed, 0, stream.get());
+  const int wanted = input_sets_wanted(set_bytes, device.l2_bytes);
+  while (int(sets.size()) < wanted && set_bytes + kExtraSetHeadroomBytes <= free_device_memory())
+    sets.emplace_back(p, settings.seed, int(sets.size()), stream.get());
+
+  std::vector<tessera::GemmArgs> tessera_args;
+  for (const InputSet& s : sets) tessera_args.push_back(p.tessera_args(s.a.get(), s.b.get(), s.c.get(), d.data()));
+
+  // tessera's argument errors surface here, before any GEMM runs. The workspace is allocated once,
+  // for the largest need over the input sets (all equally aligned, so in practice the same).
+  GemmReport report(device, p, settings);
+  report.input_sets = int(sets.size());
+  report.set_bytes = set_bytes;
+  check_tessera(tessera::gemm_select_config(tessera_args[0], &report.config), "tessera::gemm_select_config");
+  size_t workspace_bytes = 0;
+  for (const tessera::GemmArgs& a : tessera_args) {
+    size_t bytes = 0;
+    check_tessera(tessera::gemm_workspace_size(a, &bytes), "tessera::gemm_workspace_size");
+    workspace_bytes = std::max(workspace_bytes, bytes);
+  }
+  const DeviceBuffer workspace(workspace_bytes);
+  const Launch tessera_launch = [&](int64_t i) {
+    check_tessera(tessera::gemm(tessera_args[size_t(i) % tessera_args.size()], stream.get(), workspace.get(),
+                                workspace.bytes()),
+                  "tessera::gemm");
+  };
+
+  std::optional<LtHandle> lt;
+  DeviceBuffer lt_workspace;
+  if (need_cublas) {
+    lt.emplace();
+    lt_workspace = DeviceBuffer(kCublasLtWorkspaceBytes);
+  }
+  if (settings.verify)
+    report.verify = verify_gemm(p, sets[0], d, [&] { tessera_launch(0); }, lt->get(), lt_workspace, stream.get());
+
+  std::optional<LtGemm> anchor;
+  Launch cublas_launch;
+  if (settings.compare) {
+    anchor.emplace(lt->get(), p, p.d.dtype, lt_workspace.bytes());
+    cublas_launch = [&](int64_t i) {
+      const InputSet& s = sets[size_t(i) % sets.size()];
+      anchor->run(s.a.get(), s.b.get(), s.c.get(), d.data(), lt_workspace.get(), stream.get());
+    };
+  }
+
+  // Both libraries are timed the same way: the batch size comes from the faster one's launch time.
+  double single_ms = estimate_launch_ms(tessera_launch, stream.get());
+  if (settings.compare) single_ms = std::min(single_ms, estimate_launch_ms(cublas_launch, stream.get()));
+  TimingConfig timing = settings.timing;
+  timing.launches_per_sample = launches_per_sample_for(single_ms);
+  report.tessera = time_launches(tessera_launch, timing, stream.get());
+  if (settings.compare) report.cublas = time_launches(cublas_launch, timing, stream.get());
+  CLI_CUDA_CHECK(cudaGetLastError());
+
+  print_report(human, report);
+  if (settings.json_path) emit_json(*settings.json_path, report);
+  return report.verify && !report.verify->pass ? kExitVerifyFailed : kExitOk;
+}
+
+}  // namespace tessera_cli

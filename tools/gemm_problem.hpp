@@ -1,0 +1,56 @@
+// The GEMM problem the `gemm` command runs, in BLAS (column-major) terms, and its translation to
+// tessera::GemmArgs. cuBLASLt (cublaslt_gemm.hpp) reads the same description, so both libraries
+// see exactly the same operands.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "args.hpp"
+#include "tessera/tessera.hpp"
+
+namespace tessera_cli {
+
+const char* dtype_name(tessera::DType t);  // "f16", "bf16", "f32"
+size_t dtype_bytes(tessera::DType t);
+
+// A (batched) matrix as the CLI stores it.
+struct StoredMatrix {
+  tessera::DType dtype = tessera::DType::F16;
+  int64_t rows = 0, cols = 0;  // as stored, before op()
+  bool row_major = false;
+  int64_t ld = 0;
+  int64_t batch = 1;         // the problem's batch count
+  int64_t batch_stride = 0;  // elements; 0 = one matrix broadcast to every batch
+
+  int64_t inner() const { return row_major ? cols : rows; }  // the contiguous extent
+  int64_t outer() const { return row_major ? rows : cols; }
+  bool broadcast() const { return batch > 1 && batch_stride == 0; }
+  size_t elements() const;  // allocation size: (batch - 1) * batch_stride + ld * outer
+  size_t bytes() const { return elements() * dtype_bytes(dtype); }
+  tessera::Matrix to_tessera(const void* ptr) const;
+};
+
+struct GemmProblem {
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  tessera::Op op_a = tessera::Op::N, op_b = tessera::Op::N;
+  StoredMatrix a, b, d;  // C has D's shape, layout and dtype (and is read only when beta != 0)
+  float alpha = 1.0f, beta = 0.0f;
+  std::string config;  // "" = tessera's heuristic
+  std::string layout;  // "tn", "nt", ...: op_a then op_b
+
+  bool has_c() const { return beta != 0.0f; }
+  double flops() const { return 2.0 * double(m) * double(n) * double(k) * double(batch); }
+  tessera::GemmArgs tessera_args(const void* a_ptr, const void* b_ptr, const void* c_ptr, void* d_ptr) const;
+  std::string describe() const;  // one line for the human-readable report
+};
+
+// The options that describe a problem (shared by the parser and `tessera gemm --help`).
+std::vector<OptionSpec> gemm_problem_options();
+
+// Builds the problem from parsed options; throws a usage error on an invalid combination.
+GemmProblem parse_gemm_problem(const Options& opts);
+
+}  // namespace tessera_cli
