@@ -1,14 +1,9 @@
 // `tessera gemm`: one GEMM through tessera; optionally checked against a cuBLASLt fp32 reference
 // (--verify) and timed against cuBLASLt on the same inputs (--compare cublas).
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <ctime>
-#include <fstream>
 #include <iostream>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -21,6 +16,7 @@
 #include "gemm_buffers.hpp"
 #include "gemm_problem.hpp"
 #include "json.hpp"
+#include "run_common.hpp"
 #include "tessera/tessera.hpp"
 #include "timing.hpp"
 #include "verify.hpp"
@@ -28,98 +24,33 @@
 namespace tessera_cli {
 namespace {
 
-// Input sets rotated while timing: enough that one pass moves more than twice the L2 size.
-constexpr int kMaxInputSets = 8;
-// Extra input sets are optional; they are only allocated while this much device memory stays free
-// (for cuBLASLt's and the CUDA runtime's own allocations).
-constexpr size_t kExtraSetHeadroomBytes = size_t(512) << 20;
-
 std::vector<OptionSpec> gemm_options() {
   std::vector<OptionSpec> specs = gemm_problem_options();
   const std::vector<OptionSpec> run_specs = {
       {"verify", "", "check D against a cuBLASLt fp32-output reference (poisoned D, guard bands); exit 1 on FAIL"},
       {"compare", "LIB", "also time LIB on the same inputs; LIB = cublas (cuBLASLt)"},
-      {"iters", "N", "timed samples, the median is reported (default 20)"},
-      {"warmup", "N", "warm-up samples before timing (default 5)"},
-      {"seed", "S", "seed of the random inputs (default: from the clock; printed)"},
-      {"json", "FILE", "write the result as JSON to FILE, or to stdout when FILE is - or omitted (the "
-                       "human-readable report then goes to stderr)",
-       /*value_optional=*/true, /*implicit_value=*/"-"},
-      {"help", "", "show this help"},
   };
   specs.insert(specs.end(), run_specs.begin(), run_specs.end());
+  const std::vector<OptionSpec> common = run_options();  // --iters, --warmup, --seed, --json, --help
+  specs.insert(specs.end(), common.begin(), common.end());
   return specs;
 }
 
-struct RunSettings {
+struct RunSettings : RunCommon {
   bool verify = false;
   bool compare = false;  // against cuBLASLt
-  TimingConfig timing;
-  uint64_t seed = 0;
-  std::optional<std::string> json_path;  // "-" = stdout
 };
-
-uint64_t clock_seed() {
-  const auto now = std::chrono::high_resolution_clock::now().time_since_epoch().count();
-  return uint64_t(now) ^ (uint64_t(std::random_device{}()) << 32);
-}
 
 RunSettings parse_run_settings(const Options& opts) {
   RunSettings r;
+  static_cast<RunCommon&>(r) = parse_run_common(opts);
   r.verify = opts.has("verify");
   if (opts.has("compare")) {
     const std::string lib = opts.str("compare");
     if (lib != "cublas" && lib != "cublaslt") usage_error("--compare: unknown library '" + lib + "' (expected cublas)");
     r.compare = true;
   }
-  r.timing.samples = int(opts.integer("iters", 20));
-  r.timing.warmup_samples = int(opts.integer("warmup", 5));
-  if (r.timing.samples < 1) usage_error("--iters: must be >= 1");
-  if (r.timing.warmup_samples < 0) usage_error("--warmup: must be >= 0");
-  r.seed = opts.has("seed") ? uint64_t(*opts.integer("seed")) : clock_seed();
-  if (opts.has("json")) r.json_path = opts.str("json");
   return r;
-}
-
-std::string mib(size_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / double(1 << 20));
-  return buf;
-}
-
-size_t free_device_memory() {
-  size_t free_bytes = 0, total_bytes = 0;
-  CLI_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  return free_bytes;
-}
-
-// Fails early, with the sizes, rather than at whichever cudaMalloc runs out.
-void require_device_memory(size_t needed) {
-  const size_t free_bytes = free_device_memory();
-  if (needed > free_bytes)
-    throw CliError(kExitCudaError, "not enough device memory: this run needs about " + mib(needed) + ", " +
-                                       mib(free_bytes) + " are free");
-}
-
-int input_sets_wanted(size_t set_bytes, size_t l2_bytes) {
-  if (set_bytes == 0) return 1;
-  return int(std::min<size_t>(2 * l2_bytes / set_bytes + 1, kMaxInputSets));
-}
-
-double tflops(double flops, double ms) { return ms > 0 ? flops / (ms * 1e-3) / 1e12 : 0.0; }
-
-std::string utc_now_iso() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-std::optional<std::string> env(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::optional<std::string>(v) : std::nullopt;
 }
 
 // Everything a run produced, for the human-readable report and the JSON.
@@ -213,17 +144,6 @@ void write_json(std::ostream& os, const GemmReport& r) {
   j.end_object();
 }
 
-void emit_json(const std::string& path, const GemmReport& r) {
-  if (path == "-") {
-    write_json(std::cout, r);
-    std::cout.flush();
-    return;
-  }
-  std::ofstream file(path);
-  if (!file) throw CliError(kExitUsage, "--json: cannot open '" + path + "' for writing");
-  write_json(file, r);
-}
-
 }  // namespace
 
 void print_gemm_help(std::FILE* out) {
@@ -253,7 +173,7 @@ int run_gemm(const std::vector<std::string>& args) {
   const RunSettings settings = parse_run_settings(opts);
   const DeviceInfo device = require_device();
   // With JSON on stdout, the human-readable report moves to stderr so that stdout parses.
-  std::FILE* human = settings.json_path && *settings.json_path == "-" ? stderr : stdout;
+  std::FILE* human = human_stream(settings);
 
   const bool need_cublas = settings.verify || settings.compare;
   const size_t set_bytes = InputSet::bytes_needed(p);
@@ -320,7 +240,7 @@ int run_gemm(const std::vector<std::string>& args) {
   CLI_CUDA_CHECK(cudaGetLastError());
 
   print_report(human, report);
-  if (settings.json_path) emit_json(*settings.json_path, report);
+  if (settings.json_path) emit_json(*settings.json_path, [&](std::ostream& os) { write_json(os, report); });
   return report.verify && !report.verify->pass ? kExitVerifyFailed : kExitOk;
 }
 

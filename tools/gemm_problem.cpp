@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "check.hpp"
+#include "run_common.hpp"
 
 namespace tessera_cli {
 
@@ -93,13 +94,6 @@ std::vector<OptionSpec> gemm_problem_options() {
 
 namespace {
 
-DType parse_dtype(const std::string& option, const std::string& s, bool allow_f32) {
-  if (s == "f16" || s == "fp16" || s == "half") return DType::F16;
-  if (s == "bf16") return DType::BF16;
-  if (allow_f32 && (s == "f32" || s == "fp32" || s == "float")) return DType::F32;
-  usage_error("--" + option + ": unknown type '" + s + "' (expected f16 | bf16" + (allow_f32 ? " | f32)" : ")"));
-}
-
 [[noreturn]] void bad_layout(const std::string& layout) {
   usage_error("--layout: expected two letters from {n, t} such as tn, got '" + layout + "'");
 }
@@ -110,12 +104,6 @@ Op parse_op(char c, const std::string& layout) {
     case 't': return Op::T;
   }
   bad_layout(layout);
-}
-
-int64_t positive(const Options& opts, const std::string& name, int64_t fallback) {
-  const int64_t v = opts.integer(name, fallback);
-  if (v < 1) usage_error("--" + name + ": must be >= 1 (got " + std::to_string(v) + ")");
-  return v;
 }
 
 // A column-major (unless `row_major`) rows x cols matrix with the leading dimension and batch

@@ -1,6 +1,6 @@
-// tessera: command-line front end of the library (device info, GEMM runs, verification against
-// cuBLASLt and benchmarking). Subcommands live in *_cmd.cpp; this file only dispatches and maps
-// errors to exit codes.
+// tessera: command-line front end of the library (device info, GEMM and attention runs, verification
+// against cuBLASLt / an fp32 attention reference, and benchmarking). Subcommands live in *_cmd.cpp;
+// this file only dispatches and maps errors to exit codes.
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -16,9 +16,10 @@ void print_help(std::FILE* out) {
   std::fprintf(out,
                "usage: tessera <command> [options]\n\n"
                "commands:\n"
-               "  info    GPU, CUDA versions and the compiled GEMM configurations\n"
-               "  gemm    run one GEMM: --verify against cuBLASLt, --compare cublas timing, --json results\n"
-               "  help    `tessera help <command>` shows a command's options (as does `<command> --help`)\n\n"
+               "  info       GPU, CUDA versions and the compiled GEMM configurations\n"
+               "  gemm       run one GEMM: --verify against cuBLASLt, --compare cublas timing, --json results\n"
+               "  attention  run one attention forward pass: --verify against an fp32 reference, --json results\n"
+               "  help       `tessera help <command>` shows a command's options (as does `<command> --help`)\n\n"
                "exit codes: %d ok, %d verification failed, %d tessera error, %d no CUDA device,\n"
                "            %d CUDA/cuBLAS error or out of memory, %d bad command line\n",
                tessera_cli::kExitOk, tessera_cli::kExitVerifyFailed, tessera_cli::kExitTesseraError,
@@ -34,6 +35,8 @@ int help_command(const std::vector<std::string>& args) {
     tessera_cli::print_info_help(stdout);
   } else if (args[0] == "gemm") {
     tessera_cli::print_gemm_help(stdout);
+  } else if (args[0] == "attention") {
+    tessera_cli::print_attention_help(stdout);
   } else {
     tessera_cli::usage_error("help: unknown command '" + args[0] + "'");
   }
@@ -43,6 +46,7 @@ int help_command(const std::vector<std::string>& args) {
 int dispatch(const std::string& command, const std::vector<std::string>& args) {
   if (command == "info") return tessera_cli::run_info(args);
   if (command == "gemm") return tessera_cli::run_gemm(args);
+  if (command == "attention") return tessera_cli::run_attention(args);
   if (command == "help" || command == "--help" || command == "-h") return help_command(args);
   if (command == "--version") {
     std::printf("tessera %s\n", tessera_version());

@@ -89,8 +89,9 @@ const char* tessera_gemm_config_name(int i);
 const char* tessera_gemm_config_description(int i);
 
 /* Attention forward: O = softmax(scale * Q K^T [causal mask]) V, per (batch, query head).
- *   Q [B, Sq, Hq, D], K and V [B, Sk, Hkv, D], O [B, Sq, Hq, D]: any strides for the batch, sequence
- *   and head modes (so BSHD and BHSD both work); the head-dim stride is 1. F16 or BF16.
+ *   Q [B, Sq, Hq, D], K and V [B, Sk, Hkv, D], O [B, Sq, Hq, D]: strides for the batch, sequence
+ *   and head modes (so BSHD and BHSD both work), each >= 0 and a multiple of 8 elements; the
+ *   head-dim stride is 1; pointers 16-byte aligned; O disjoint from Q, K, V and LSE. F16 or BF16.
  *   Hq must be a multiple of Hkv (GQA; Hkv = 1 is MQA): query head h reads K/V head h / (Hq / Hkv).
  *   causal: query i sees keys j <= i + Sk - Sq (aligned bottom-right when Sq != Sk); a query row
  *   that sees no key gets O = 0 and LSE = -inf.

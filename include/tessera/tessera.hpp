@@ -63,7 +63,8 @@ Status gemm(const GemmArgs& args, void* stream = nullptr, void* workspace = null
             size_t workspace_bytes = 0);
 // Workspace that lets every operand take the fastest path (0 when none is needed).
 Status gemm_workspace_size(const GemmArgs& args, size_t* bytes);
-// Name of the configuration that gemm() would run for these args.
+// Name of the configuration that gemm() would run for these args, given the workspace that
+// gemm_workspace_size() asks for (with less, unaligned problems run on simt_fallback).
 Status gemm_select_config(const GemmArgs& args, std::string* name);
 
 struct ConfigInfo {

@@ -56,9 +56,12 @@ Status validate(const AttentionArgs& a) {
                                                    {"heads_kv", a.heads_kv}, {"head_dim", a.head_dim}};
   for (auto [name, v] : sizes) {
     if (v <= 0) return invalid(std::string(name) + ": must be >= 1 (got " + std::to_string(v) + ")");
-    if (v > INT_MAX) return invalid(std::string(name) + ": must be < 2^31 (got " + std::to_string(v) + ")");
+    // 32-bit tile coordinates may run up to 1024 past the last row.
+    if (v > INT_MAX - 1024)
+      return invalid(std::string(name) + ": must be <= 2^31 - 1025 (got " + std::to_string(v) + ")");
   }
-  if (a.heads_q > 65535 || a.batch > 65535) return invalid("heads_q and batch: must each be <= 65535 (grid limits)");
+  if (a.heads_q > 65535) return invalid("heads_q: must be <= 65535 (grid limit)");
+  if (a.batch > 65535) return invalid("batch: must be <= 65535 (grid limit)");
   if (!config_for(a.head_dim))
     return invalid("head_dim: " + std::to_string(a.head_dim) + " is not supported (supported: " + head_dims() + ")");
   if (a.heads_q % a.heads_kv != 0)
@@ -100,6 +103,25 @@ Status validate(const AttentionArgs& a) {
                           {a.head_dim, 1}}))
     return invalid("o_stride: batches, rows or heads of O overlap in memory");
   if (a.lse && reinterpret_cast<uintptr_t>(a.lse) % 4 != 0) return invalid("lse: must be 4-byte aligned");
+
+  // O is written while Q, K, V are read (and LSE written): their memory must be disjoint.
+  auto span = [&](const T& t, int64_t elem_bytes) {
+    const int64_t last = (a.batch - 1) * t.stride[0] + (t.seq - 1) * t.stride[1] + (t.heads - 1) * t.stride[2] +
+                         a.head_dim;
+    const auto lo = reinterpret_cast<uintptr_t>(t.ptr);
+    return std::pair<uintptr_t, uintptr_t>{lo, lo + uintptr_t(last * elem_bytes)};
+  };
+  const auto o = span(tensors[3], 2);
+  for (int i = 0; i < 3; ++i) {
+    const auto x = span(tensors[i], 2);
+    if (o.first < x.second && x.first < o.second)
+      return invalid(std::string("o: overlaps ") + tensors[i].name + " in memory");
+  }
+  if (a.lse) {
+    const auto lo = reinterpret_cast<uintptr_t>(a.lse);
+    const auto hi = lo + uintptr_t(a.batch * a.heads_q * a.seqlen_q * 4);
+    if (o.first < hi && lo < o.second) return invalid("lse: overlaps o in memory");
+  }
   return Status::success();
 }
 

@@ -53,9 +53,8 @@ struct Choice {
   bool explicit_choice = false;
 };
 
-Status choose(const GemmArgs& args, const GemmPlan& plan, const detail::DeviceInfo& dev, Choice* out) {
-  const Config* req = nullptr;
-  if (Status s = requested_config(args, &req); !s.ok()) return s;
+// `req`: the caller's requested configuration (requested_config), or null for the heuristic.
+Status choose(const Config* req, const GemmPlan& plan, const detail::DeviceInfo& dev, Choice* out) {
   const int cc = dev.cc_major * 10 + dev.cc_minor;
   if (req) {
     if (cc < req->min_cc || req->smem_bytes > dev.smem_optin)
@@ -101,13 +100,15 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
     return invalid("workspace: null pointer with workspace_bytes = " + std::to_string(workspace_bytes));
   if (workspace && reinterpret_cast<uintptr_t>(workspace) % kWorkspaceAlign != 0)
     return invalid("workspace: must be 256-byte aligned (cudaMalloc memory is)");
+  const Config* req = nullptr;  // an unknown name is an argument error, with or without a GPU
+  if (Status s = requested_config(args, &req); !s.ok()) return s;
   GemmPlan plan = gemm_impl::make_plan(args);
   if (plan.empty) return Status::success();
 
   detail::DeviceInfo dev;
   if (Status s = device_for_gemm(&dev); !s.ok()) return s;
   Choice choice;
-  if (Status s = choose(args, plan, dev, &choice); !s.ok()) return s;
+  if (Status s = choose(req, plan, dev, &choice); !s.ok()) return s;
   auto stream = static_cast<cudaStream_t>(stream_ptr);
 
   gemm_impl::GemmParams p = plan.params;
@@ -156,11 +157,13 @@ Status gemm_select_config(const GemmArgs& args, std::string* name) {
   auto impl = [&]() -> Status {
     if (!name) return invalid("name: null pointer");
     if (Status s = gemm_impl::validate(args); !s.ok()) return s;
+    const Config* req = nullptr;
+    if (Status s = requested_config(args, &req); !s.ok()) return s;
     const GemmPlan plan = gemm_impl::make_plan(args);
     detail::DeviceInfo dev;
     if (Status s = device_for_gemm(&dev); !s.ok()) return s;
     Choice choice;
-    if (Status s = choose(args, plan, dev, &choice); !s.ok()) return s;
+    if (Status s = choose(req, plan, dev, &choice); !s.ok()) return s;
     *name = choice.config->name;  // assuming the workspace gemm_workspace_size asks for
     return Status::success();
   };

@@ -147,8 +147,11 @@ Status validate(const GemmArgs& args) {
   if (use_c && (args.c.rows != m || args.c.cols != n))
     return invalid("c: must be " + std::to_string(m) + " x " + std::to_string(n) + " (M x N) when beta != 0, got " +
                    std::to_string(args.c.rows) + " x " + std::to_string(args.c.cols));
-  if (m > INT_MAX || n > INT_MAX || ka > INT_MAX || batch > INT_MAX)
-    return invalid("M, N, K and the batch count must each be < 2^31 (got M=" + std::to_string(m) +
+  // Kernels index tiles with 32-bit coordinates; the last tile may reach up to 1024 past the
+  // edge, so the extents stop 1024 short of 2^31.
+  constexpr int64_t kMaxExtent = INT_MAX - 1024;
+  if (m > kMaxExtent || n > kMaxExtent || ka > kMaxExtent || batch > INT_MAX)
+    return invalid("M, N and K must each be <= 2^31 - 1025 and the batch count < 2^31 (got M=" + std::to_string(m) +
                    " N=" + std::to_string(n) + " K=" + std::to_string(ka) + " batch=" + std::to_string(batch) + ")");
 
   // D's batches must not overlap (each output element written once), and D must not overlap

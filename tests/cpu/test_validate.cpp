@@ -489,6 +489,7 @@ TEST(Validate, CMustNotPartiallyOverlapD) {
 
 TEST(Validate, ProblemSizesBelow2To31) {
   const int64_t big = int64_t(1) << 31;
+  const int64_t max_extent = big - 1025;  // tile coordinates must fit in 32 bits
   // M = 2^31 (A: M x 1, B: 1 x 1, D: M x 1).
   GemmArgs g;
   g.a = tessera::dense(P(kA), DType::F16, big, 1);
@@ -496,7 +497,9 @@ TEST(Validate, ProblemSizesBelow2To31) {
   g.d = tessera::dense(P(kD), DType::F32, big, 1);
   expect_invalid(g, "2^31");
   expect_invalid(g, "M=2147483648");
-  g.a.rows = g.d.rows = big - 1;  // INT_MAX is fine
+  g.a.rows = g.d.rows = max_extent + 1;
+  expect_invalid(g, "2^31 - 1025");
+  g.a.rows = g.d.rows = max_extent;  // the largest accepted
   expect_valid(g);
   // N = 2^31.
   g = GemmArgs{};

@@ -34,6 +34,23 @@ __global__ void fill_kernel(T* base, int64_t outer, int64_t inner, int64_t ld, i
   }
 }
 
+struct Dims4 {
+  int64_t dims[4], strides[4];
+};
+
+template <class T>
+__global__ void fill_4d_kernel(T* base, Dims4 t, int64_t total, uint64_t seed) {
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    int64_t rest = idx, off = 0;
+    for (int m = 3; m >= 0; --m) {
+      off += (rest % t.dims[m]) * t.strides[m];
+      rest /= t.dims[m];
+    }
+    base[off] = convert<T>(uniform_value(seed, uint64_t(idx)));
+  }
+}
+
 __global__ void guard_kernel(uint8_t* p, size_t bytes, uint32_t salt) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < bytes; i += size_t(gridDim.x) * blockDim.x)
     p[i] = guard_byte(i, salt);
@@ -61,6 +78,31 @@ cudaError_t fill_uniform(void* base, tessera::DType dtype, int64_t batches, int6
       break;
     case tessera::DType::F32:
       fill_kernel<<<blocks, 256, 0, stream>>>(static_cast<float*>(base), outer, inner, ld, batch_stride, total, seed);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t fill_uniform_4d(void* base, tessera::DType dtype, const int64_t (&dims)[4], const int64_t (&strides)[4],
+                            uint64_t seed, cudaStream_t stream) {
+  Dims4 t;
+  int64_t total = 1;
+  for (int m = 0; m < 4; ++m) {
+    t.dims[m] = dims[m];
+    t.strides[m] = strides[m];
+    total *= dims[m];
+  }
+  if (total <= 0) return cudaSuccess;
+  const unsigned blocks = blocks_for(total);
+  switch (dtype) {
+    case tessera::DType::F16:
+      fill_4d_kernel<<<blocks, 256, 0, stream>>>(static_cast<__half*>(base), t, total, seed);
+      break;
+    case tessera::DType::BF16:
+      fill_4d_kernel<<<blocks, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(base), t, total, seed);
+      break;
+    case tessera::DType::F32:
+      fill_4d_kernel<<<blocks, 256, 0, stream>>>(static_cast<float*>(base), t, total, seed);
       break;
   }
   return cudaGetLastError();

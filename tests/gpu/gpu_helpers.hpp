@@ -16,6 +16,34 @@ namespace tessera_test {
 #define TT_HD
 #endif
 
+constexpr size_t kGuardBytes = 4096;  // guard band before and after an output, inside its allocation
+constexpr uint8_t kPoisonByte = 0xFF;  // NaN in f16, bf16 and f32
+
+// A device allocation, freed on scope exit.
+struct DeviceBuffer {
+  void* p = nullptr;
+  size_t bytes = 0;
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (p) cudaFree(p);
+  }
+  cudaError_t alloc(size_t n) {
+    bytes = n;
+    return cudaMalloc(&p, n ? n : 1);
+  }
+  char* c() const { return static_cast<char*>(p); }
+};
+
+// SplitMix64 finaliser: derives independent seeds (per operand) from a case's seed.
+inline uint64_t mix_seed(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 // Byte i of a guard band (the same on host and device). Never 0xFF, the poison byte.
 inline TT_HD uint8_t guard_byte(uint64_t i, uint32_t salt) {
   uint32_t x = uint32_t(i) * 2654435761u ^ (uint32_t(i >> 32) * 40503u) ^ salt;
@@ -42,6 +70,13 @@ inline TT_HD float uniform_value(uint64_t seed, uint64_t index) {
 // left as they are.
 cudaError_t fill_uniform(void* base, tessera::DType dtype, int64_t batches, int64_t outer, int64_t inner, int64_t ld,
                          int64_t batch_stride, uint64_t seed, cudaStream_t stream);
+
+// Fills the elements of a 4-D strided tensor (dims[0] x dims[1] x dims[2] x dims[3], element
+// (a, b, c, d) at a * strides[0] + b * strides[1] + c * strides[2] + d * strides[3]) with
+// uniform_value(seed, linear element index). Other bytes are left as they are. Strides must not
+// make two elements share an address (or the value written there is whichever thread wins).
+cudaError_t fill_uniform_4d(void* base, tessera::DType dtype, const int64_t (&dims)[4], const int64_t (&strides)[4],
+                            uint64_t seed, cudaStream_t stream);
 
 // bytes[i] = guard_byte(i, salt).
 cudaError_t fill_guard(void* p, size_t bytes, uint32_t salt, cudaStream_t stream);

@@ -24,24 +24,8 @@ using tessera::Layout;
 using tessera::Matrix;
 using tessera::Op;
 
-constexpr size_t kGuard = 4096;  // bytes before and after D, inside D's allocation
-constexpr uint8_t kPoison = 0xFF;  // NaN in f16, bf16 and f32
-
-struct DeviceBuffer {
-  void* p = nullptr;
-  size_t bytes = 0;
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() {
-    if (p) cudaFree(p);
-  }
-  cudaError_t alloc(size_t n) {
-    bytes = n;
-    return cudaMalloc(&p, n ? n : 1);
-  }
-  char* c() const { return static_cast<char*>(p); }
-};
+constexpr size_t kGuard = kGuardBytes;  // bytes before and after D, inside D's allocation
+constexpr uint8_t kPoison = kPoisonByte;  // NaN in f16, bf16 and f32
 
 // A matrix of a case, placed in its own allocation: [front bytes][span elements][back bytes].
 struct Placed {
@@ -115,13 +99,6 @@ tessera::GemmArgs make_args(const Case& c, const Placed& A, const Placed& B, con
   return g;
 }
 
-uint64_t mix(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 float half_to_float(uint16_t h) {
   const int s = (h >> 15) & 1, e = (h >> 10) & 0x1F, f = h & 0x3FF;
   float v;
@@ -168,16 +145,6 @@ cublasHandle_t blas() {
   return h;
 }
 
-std::vector<uint8_t> to_host(const DeviceBuffer& b, cudaStream_t s, std::string* problems) {
-  std::vector<uint8_t> h(b.bytes);
-  if (b.bytes) {
-    cudaError_t e = cudaMemcpyAsync(h.data(), b.p, b.bytes, cudaMemcpyDeviceToHost, s);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
-    if (e != cudaSuccess) *problems += std::string("copy to host: ") + cudaGetErrorString(e) + "; ";
-  }
-  return h;
-}
-
 std::string spec_string(const char* name, const Placed& p, const MatSpec& s) {
   std::ostringstream o;
   o << name << "(" << (p.m.layout == Layout::RowMajor ? "row" : "col") << " " << p.m.rows << "x" << p.m.cols
@@ -189,10 +156,14 @@ std::string spec_string(const char* name, const Placed& p, const MatSpec& s) {
 
 struct Group {
   int cases = 0, failed = 0;
-  double max_err = 0.0, tol_at_max = 0.0, worst_ratio = 0.0;
+  double max_err = 0.0, tol_at_max = 0.0, worst_ratio = 0.0, max_err2 = -1.0;
+};
+struct Labels {
+  std::string err = "rel err", tol = "tol", err2;
 };
 std::mutex g_mu;
 std::map<std::string, std::map<std::string, Group>> g_stats;
+std::map<std::string, Labels> g_labels;
 
 }  // namespace
 
@@ -292,7 +263,7 @@ Outcome run_case(const Case& c) {
     // would show in the result.
     TT_CUDA(cudaMemsetAsync(p->buf.p, kPoison, p->alloc_bytes(), s));
   }
-  const uint64_t sa = mix(out.seed ^ 0xA), sb = mix(out.seed ^ 0xB), sc = mix(out.seed ^ 0xC);
+  const uint64_t sa = mix_seed(out.seed ^ 0xA), sb = mix_seed(out.seed ^ 0xB), sc = mix_seed(out.seed ^ 0xC);
   TT_CUDA(fill_uniform(const_cast<void*>(A.m.ptr), c.ab, A.stored, A.outer, A.inner, A.m.ld, A.batch_stride_used(), sa, s));
   TT_CUDA(fill_uniform(const_cast<void*>(B.m.ptr), c.ab, B.stored, B.outer, B.inner, B.m.ld, B.batch_stride_used(), sb, s));
   if (use_c && !c.in_place)
@@ -454,27 +425,56 @@ Outcome run_case(const Case& c) {
 }
 
 void record(const std::string& suite, const std::string& group, const Case&, const Outcome& o) {
+  record_result(suite, group, o.passed(), o.status.ok(), o.rel_err, o.tol);
+}
+
+void record_result(const std::string& suite, const std::string& group, bool passed, bool measured, double err,
+                   double tol, double err2) {
   std::lock_guard<std::mutex> lock(g_mu);
   Group& g = g_stats[suite][group];
   ++g.cases;
-  if (!o.passed()) ++g.failed;
-  if (o.status.ok() && o.tol > 0) {
-    if (o.rel_err > g.max_err) {
-      g.max_err = o.rel_err;
-      g.tol_at_max = o.tol;
+  if (!passed) ++g.failed;
+  if (measured && tol > 0) {
+    if (err > g.max_err) {
+      g.max_err = err;
+      g.tol_at_max = tol;
     }
-    g.worst_ratio = std::max(g.worst_ratio, o.rel_err / o.tol);
+    g.worst_ratio = std::max(g.worst_ratio, err / tol);
+    if (err2 >= 0) g.max_err2 = std::max(g.max_err2, err2);
   }
+}
+
+void set_summary_labels(const std::string& suite, const std::string& err, const std::string& tol,
+                        const std::string& err2) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_labels[suite] = Labels{err, tol, err2};
 }
 
 void print_summary(const std::string& suite) {
   std::lock_guard<std::mutex> lock(g_mu);
   auto it = g_stats.find(suite);
   if (it == g_stats.end()) return;
-  for (const auto& [group, g] : it->second)
-    std::printf("[ summary  ] %s | %-40s %5d cases, %3d failed, max rel err %.2e (tol %.0e), worst err/tol %.3f\n",
-                suite.c_str(), group.c_str(), g.cases, g.failed, g.max_err, g.tol_at_max, g.worst_ratio);
+  const Labels labels = g_labels.count(suite) ? g_labels[suite] : Labels{};
+  for (const auto& [group, g] : it->second) {
+    std::printf("[ summary  ] %s | %-40s %5d cases, %3d failed, max %s %.2e (%s %.0e), worst err/%s %.3f",
+                suite.c_str(), group.c_str(), g.cases, g.failed, labels.err.c_str(), g.max_err, labels.tol.c_str(),
+                g.tol_at_max, labels.tol.c_str(), g.worst_ratio);
+    if (!labels.err2.empty() && g.max_err2 >= 0) std::printf(", max %s %.1e", labels.err2.c_str(), g.max_err2);
+    std::printf("\n");
+  }
   std::fflush(stdout);
+}
+
+double host_value(const void* p, DType t) { return load(static_cast<const uint8_t*>(p), t); }
+
+std::vector<uint8_t> to_host(const DeviceBuffer& b, cudaStream_t s, std::string* problems) {
+  std::vector<uint8_t> h(b.bytes);
+  if (b.bytes) {
+    cudaError_t e = cudaMemcpyAsync(h.data(), b.p, b.bytes, cudaMemcpyDeviceToHost, s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    if (e != cudaSuccess) *problems += std::string("copy to host: ") + cudaGetErrorString(e) + "; ";
+  }
+  return h;
 }
 
 }  // namespace tessera_test

@@ -10,7 +10,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "gpu_helpers.hpp"
 #include "tessera/tessera.h"
 #include "tessera/tessera.hpp"
 
@@ -80,6 +82,21 @@ Outcome run_case(const Case& c);
 // One line per group: cases, failures, max rel_err and its tolerance.
 void record(const std::string& suite, const std::string& group, const Case& c, const Outcome& o);
 void print_summary(const std::string& suite);
+
+// The general form of record(), for any suite: whether the case passed, whether it produced an
+// error measurement (`err` against the bound `tol`), and an optional second metric `err2` (>= 0)
+// whose maximum the summary line also shows.
+void record_result(const std::string& suite, const std::string& group, bool passed, bool measured, double err,
+                   double tol, double err2 = -1.0);
+// Names in `suite`'s summary lines (default: "rel err", "tol", no second metric).
+void set_summary_labels(const std::string& suite, const std::string& err, const std::string& tol,
+                        const std::string& err2 = "");
+
+// The value of one stored f16 / bf16 / f32 element (host memory).
+double host_value(const void* p, tessera::DType t);
+
+// The bytes of a device buffer (synchronises `s`); a CUDA error is appended to *problems.
+std::vector<uint8_t> to_host(const DeviceBuffer& b, cudaStream_t s, std::string* problems);
 
 std::string describe(const Case& c);
 

@@ -268,10 +268,11 @@ __global__ void __launch_bounds__(T::kThreads) attention_kernel(AttnParams p) {
       // O += P V. P stays in registers: the fp32 accumulator, viewed in the A-operand layout, is
       // converted one k-block at a time (so S's registers free up as P is consumed).
       Tensor tOrP32 = make_tensor(acc_s.data(), acc_as_a(acc_s.layout()));  // (MMA,MMA_M,MMA_K=BN/16) fp32
-      copy(s2r_v, tOsVt(_, _, 0), tOrVt_v(_, _, 0));
+      // No prefetch of the next V fragment: with d = 128 it is 32 registers, which (next to O's
+      // 128 and S's 64) is what pushes 4-warp tiles past 255 registers.
       CUTE_UNROLL
       for (int kb = 0; kb < size<2>(tOrP32); ++kb) {
-        if (kb + 1 < size<2>(tOrP32)) copy(s2r_v, tOsVt(_, _, kb + 1), tOrVt_v(_, _, kb + 1));
+        copy(s2r_v, tOsVt(_, _, kb), tOrVt_v(_, _, kb));
         Tensor tOrP = make_tensor_like<Element>(tOrP32(_, _, kb));  // (MMA,MMA_M)
         CUTE_UNROLL
         for (int i = 0; i < size(tOrP); ++i) tOrP(i) = Element(tOrP32(_, _, kb)(i));

@@ -1,0 +1,232 @@
+// tessera._C: the nanobind binding of the C++ API (include/tessera/tessera.hpp).
+//
+// Everything here takes plain integers: device pointers, sizes, strides, dtype/layout codes and a
+// cudaStream_t as an int. The library validates every argument before it touches memory or the
+// device, so argument errors can be exercised without a GPU. Failures raise:
+//   TESSERA_STATUS_INVALID_ARGUMENT -> ValueError
+//   TESSERA_STATUS_NOT_SUPPORTED    -> NotImplementedError
+//   CUDA / internal errors          -> RuntimeError
+// each carrying the library's message (which names the argument and the rule).
+// The PyTorch layer (python/tessera/_torch.py) builds these arguments from tensors.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/array.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessera/tessera.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+// Raises the Python exception for a failed status (with the GIL held).
+void check(const tessera::Status& s) {
+  if (s.ok()) return;
+  PyObject* type = PyExc_RuntimeError;
+  if (s.code == TESSERA_STATUS_INVALID_ARGUMENT) type = PyExc_ValueError;
+  else if (s.code == TESSERA_STATUS_NOT_SUPPORTED) type = PyExc_NotImplementedError;
+  const std::string msg = s.message.empty() ? tessera_status_string(s.code) : s.message;
+  PyErr_SetString(type, msg.c_str());
+  throw nb::python_error();
+}
+
+template <class T>
+T* as_ptr(uintptr_t p) {
+  return reinterpret_cast<T*>(p);
+}
+
+tessera::Matrix make_matrix(uintptr_t ptr, int dtype, int64_t rows, int64_t cols, int64_t ld, int layout,
+                            int64_t batch_count, int64_t batch_stride) {
+  tessera::Matrix m;
+  m.ptr = as_ptr<const void>(ptr);
+  m.dtype = tessera::DType(dtype);  // out-of-range codes are rejected by the library's validation
+  m.rows = rows;
+  m.cols = cols;
+  m.ld = ld;
+  m.layout = tessera::Layout(layout);
+  m.batch_count = batch_count;
+  m.batch_stride = batch_stride;
+  return m;
+}
+
+tessera::GemmArgs make_gemm_args(const tessera::Matrix& a, const tessera::Matrix& b, const tessera::Matrix& d,
+                                 const tessera::Matrix* c, float alpha, float beta, int op_a, int op_b,
+                                 const std::string& config) {
+  tessera::GemmArgs g;
+  g.a = a;
+  g.b = b;
+  g.d = d;
+  if (c) g.c = *c;
+  g.alpha = alpha;
+  g.beta = beta;
+  g.op_a = tessera::Op(op_a);
+  g.op_b = tessera::Op(op_b);
+  g.config = config;
+  return g;
+}
+
+std::string matrix_repr(const tessera::Matrix& m) {
+  return "Matrix(ptr=" + std::to_string(reinterpret_cast<uintptr_t>(m.ptr)) +
+         ", dtype=" + std::to_string(int(m.dtype)) + ", rows=" + std::to_string(m.rows) +
+         ", cols=" + std::to_string(m.cols) + ", ld=" + std::to_string(m.ld) +
+         ", layout=" + std::to_string(int(m.layout)) + ", batch_count=" + std::to_string(m.batch_count) +
+         ", batch_stride=" + std::to_string(m.batch_stride) + ")";
+}
+
+}  // namespace
+
+NB_MODULE(_C, m) {
+  m.doc() = "tessera's C++ API on plain integers (device pointers, sizes, strides, dtype codes, streams).";
+
+  // ---- constants (the C ABI's codes) ----
+  m.attr("F16") = int(TESSERA_DTYPE_F16);
+  m.attr("BF16") = int(TESSERA_DTYPE_BF16);
+  m.attr("F32") = int(TESSERA_DTYPE_F32);
+  m.attr("ROW_MAJOR") = int(TESSERA_ROW_MAJOR);
+  m.attr("COL_MAJOR") = int(TESSERA_COL_MAJOR);
+  m.attr("OP_N") = int(TESSERA_OP_N);
+  m.attr("OP_T") = int(TESSERA_OP_T);
+  m.attr("STATUS_SUCCESS") = int(TESSERA_STATUS_SUCCESS);
+  m.attr("STATUS_INVALID_ARGUMENT") = int(TESSERA_STATUS_INVALID_ARGUMENT);
+  m.attr("STATUS_NOT_SUPPORTED") = int(TESSERA_STATUS_NOT_SUPPORTED);
+  m.attr("STATUS_CUDA_ERROR") = int(TESSERA_STATUS_CUDA_ERROR);
+  m.attr("STATUS_INTERNAL_ERROR") = int(TESSERA_STATUS_INTERNAL_ERROR);
+  m.attr("__version__") = tessera_version();
+
+  m.def("version", [] { return std::string(tessera_version()); }, "The library's version string.");
+  m.def(
+      "status_string", [](int code) { return std::string(tessera_status_string(tessera_status_t(code))); },
+      "code"_a, "A short name for a status code (e.g. 1 -> 'invalid argument').");
+  m.def(
+      "last_error", [] { return std::string(tessera_last_error()); },
+      "Message of the last failed tessera call on this thread ('' if the last call succeeded).");
+  m.def(
+      "configs",
+      [] {
+        std::vector<std::pair<std::string, std::string>> out;
+        for (const tessera::ConfigInfo& c : tessera::gemm_configs()) out.emplace_back(c.name, c.description);
+        return out;
+      },
+      "The compiled-in GEMM configurations as (name, description) pairs.");
+
+  // ---- GEMM ----
+  nb::class_<tessera::Matrix>(m, "Matrix",
+                              "A stored (batched) matrix: rows x cols as it lies in memory (see tessera_matrix_t).")
+      .def(
+          "__init__",
+          [](tessera::Matrix* self, uintptr_t ptr, int dtype, int64_t rows, int64_t cols, int64_t ld, int layout,
+             int64_t batch_count, int64_t batch_stride) {
+            new (self) tessera::Matrix(make_matrix(ptr, dtype, rows, cols, ld, layout, batch_count, batch_stride));
+          },
+          "ptr"_a, "dtype"_a, "rows"_a, "cols"_a, "ld"_a, "layout"_a = int(TESSERA_ROW_MAJOR), "batch_count"_a = 1,
+          "batch_stride"_a = 0)
+      .def_prop_rw(
+          "ptr", [](const tessera::Matrix& x) { return reinterpret_cast<uintptr_t>(x.ptr); },
+          [](tessera::Matrix& x, uintptr_t p) { x.ptr = as_ptr<const void>(p); })
+      .def_prop_rw(
+          "dtype", [](const tessera::Matrix& x) { return int(x.dtype); },
+          [](tessera::Matrix& x, int v) { x.dtype = tessera::DType(v); })
+      .def_prop_rw(
+          "layout", [](const tessera::Matrix& x) { return int(x.layout); },
+          [](tessera::Matrix& x, int v) { x.layout = tessera::Layout(v); })
+      .def_rw("rows", &tessera::Matrix::rows)
+      .def_rw("cols", &tessera::Matrix::cols)
+      .def_rw("ld", &tessera::Matrix::ld)
+      .def_rw("batch_count", &tessera::Matrix::batch_count)
+      .def_rw("batch_stride", &tessera::Matrix::batch_stride)
+      .def("__repr__", &matrix_repr);
+
+  m.def(
+      "gemm",
+      [](const tessera::Matrix& a, const tessera::Matrix& b, const tessera::Matrix& d, const tessera::Matrix* c,
+         float alpha, float beta, int op_a, int op_b, uintptr_t workspace, size_t workspace_bytes, uintptr_t stream,
+         const std::string& config) {
+        const tessera::GemmArgs g = make_gemm_args(a, b, d, c, alpha, beta, op_a, op_b, config);
+        tessera::Status s;
+        {
+          nb::gil_scoped_release release;
+          s = tessera::gemm(g, as_ptr<void>(stream), as_ptr<void>(workspace), workspace_bytes);
+        }
+        check(s);
+      },
+      "a"_a, "b"_a, "d"_a, "c"_a.none() = nb::none(), "alpha"_a = 1.0f, "beta"_a = 0.0f,
+      "op_a"_a = int(TESSERA_OP_N), "op_b"_a = int(TESSERA_OP_N), "workspace"_a = 0, "workspace_bytes"_a = 0,
+      "stream"_a = 0, "config"_a = "",
+      "D = alpha * op(A) * op(B) + beta * C on `stream` (a cudaStream_t as an int; 0 = default stream).\n"
+      "Asynchronous. Arguments are validated before anything is launched or written.");
+
+  m.def(
+      "gemm_workspace_size",
+      [](const tessera::Matrix& a, const tessera::Matrix& b, const tessera::Matrix& d, const tessera::Matrix* c,
+         float alpha, float beta, int op_a, int op_b, const std::string& config) {
+        size_t bytes = 0;
+        check(tessera::gemm_workspace_size(make_gemm_args(a, b, d, c, alpha, beta, op_a, op_b, config), &bytes));
+        return bytes;
+      },
+      "a"_a, "b"_a, "d"_a, "c"_a.none() = nb::none(), "alpha"_a = 1.0f, "beta"_a = 0.0f,
+      "op_a"_a = int(TESSERA_OP_N), "op_b"_a = int(TESSERA_OP_N), "config"_a = "",
+      "Validates the GEMM arguments (no device access) and returns the workspace bytes that let every\n"
+      "operand take the fastest path (0 when none is needed).");
+
+  m.def(
+      "gemm_select_config",
+      [](const tessera::Matrix& a, const tessera::Matrix& b, const tessera::Matrix& d, const tessera::Matrix* c,
+         float alpha, float beta, int op_a, int op_b, const std::string& config) {
+        std::string name;
+        check(tessera::gemm_select_config(make_gemm_args(a, b, d, c, alpha, beta, op_a, op_b, config), &name));
+        return name;
+      },
+      "a"_a, "b"_a, "d"_a, "c"_a.none() = nb::none(), "alpha"_a = 1.0f, "beta"_a = 0.0f,
+      "op_a"_a = int(TESSERA_OP_N), "op_b"_a = int(TESSERA_OP_N), "config"_a = "",
+      "Name of the configuration gemm() would run on the current device.");
+
+  // ---- attention forward ----
+  m.def(
+      "attention",
+      [](uintptr_t q, uintptr_t k, uintptr_t v, uintptr_t o, int dtype, int64_t batch, int64_t seqlen_q,
+         int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int64_t head_dim, std::array<int64_t, 3> q_stride,
+         std::array<int64_t, 3> k_stride, std::array<int64_t, 3> v_stride, std::array<int64_t, 3> o_stride,
+         uintptr_t lse, float softmax_scale, bool causal, uintptr_t stream) {
+        tessera::AttentionArgs a;
+        a.q = as_ptr<const void>(q);
+        a.k = as_ptr<const void>(k);
+        a.v = as_ptr<const void>(v);
+        a.o = as_ptr<void>(o);
+        a.lse = as_ptr<float>(lse);
+        a.dtype = tessera::DType(dtype);
+        a.batch = batch;
+        a.seqlen_q = seqlen_q;
+        a.seqlen_k = seqlen_k;
+        a.heads_q = heads_q;
+        a.heads_kv = heads_kv;
+        a.head_dim = head_dim;
+        for (int i = 0; i < 3; ++i) {
+          a.q_stride[i] = q_stride[i];
+          a.k_stride[i] = k_stride[i];
+          a.v_stride[i] = v_stride[i];
+          a.o_stride[i] = o_stride[i];
+        }
+        a.softmax_scale = softmax_scale;
+        a.causal = causal;
+        tessera::Status s;
+        {
+          nb::gil_scoped_release release;
+          s = tessera::attention(a, as_ptr<void>(stream));
+        }
+        check(s);
+      },
+      "q"_a, "k"_a, "v"_a, "o"_a, "dtype"_a, "batch"_a, "seqlen_q"_a, "seqlen_k"_a, "heads_q"_a, "heads_kv"_a,
+      "head_dim"_a, "q_stride"_a, "k_stride"_a, "v_stride"_a, "o_stride"_a, "lse"_a = 0, "softmax_scale"_a = 0.0f,
+      "causal"_a = false, "stream"_a = 0,
+      "O = softmax(scale * Q K^T [causal]) V. Q/O [B, Sq, Hq, D], K/V [B, Sk, Hkv, D] with (batch, seq, head)\n"
+      "strides in elements (head-dim stride 1); lse: optional fp32 [B, Hq, Sq] pointer (0 = none);\n"
+      "softmax_scale 0 = 1/sqrt(head_dim). Asynchronous on `stream`.");
+}

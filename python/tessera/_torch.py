@@ -1,0 +1,309 @@
+"""PyTorch layer: custom ops ``torch.ops.tessera.{matmul, matmul_out, attention}`` and the public
+``tessera.matmul`` / ``tessera.attention``.
+
+The ops take tensors by ``data_ptr()`` and strides (no copies where the library accepts the layout),
+run on the current CUDA stream of the inputs' device and allocate outputs and workspace through
+PyTorch's caching allocator. They have fake (meta) implementations, so ``torch.compile``
+(``fullgraph=True``) and CUDA-graph capture work. Forward only: no autograd formulas are registered.
+
+Errors: ``ValueError`` for invalid arguments (the library's message names the argument and the rule),
+``NotImplementedError`` for valid problems no kernel covers, ``RuntimeError`` for CUDA errors.
+
+This module deliberately does not use ``from __future__ import annotations``: torch's schema
+inference reads the annotations of the op functions as objects.
+"""
+import math
+from typing import Optional, Tuple
+
+import torch
+
+from . import _C
+
+
+def _torch_version() -> Tuple[int, int]:
+    parts = torch.__version__.split("+")[0].split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return (0, 0)
+
+
+if _torch_version() < (2, 4) or not hasattr(torch.library, "custom_op"):
+    raise ImportError(f"torch {torch.__version__} is too old: tessera's ops need torch >= 2.4 (torch.library.custom_op)")
+
+Tensor = torch.Tensor
+
+_DTYPE_CODE = {torch.float16: _C.F16, torch.bfloat16: _C.BF16, torch.float32: _C.F32}
+
+
+def _dtype_code(dtype: torch.dtype, what: str) -> int:
+    code = _DTYPE_CODE.get(dtype)
+    if code is None:
+        raise ValueError(f"{what}: dtype {dtype} is not supported by tessera (float16, bfloat16, float32)")
+    return code
+
+
+def _check_device(name: str, t: Tensor, device: torch.device) -> None:
+    if t.device.type != "cuda":
+        raise ValueError(f"{name}: must be a CUDA tensor (got one on {t.device})")
+    if t.device != device:
+        raise ValueError(f"{name}: is on {t.device} but the first input is on {device}")
+
+
+class _on_device:
+    """Makes `device` current while the library runs (it launches on the current device)."""
+
+    def __init__(self, device: torch.device):
+        idx = device.index if device.index is not None else torch.cuda.current_device()
+        self._guard = torch.cuda.device(idx) if idx != torch.cuda.current_device() else None
+
+    def __enter__(self):
+        if self._guard is not None:
+            self._guard.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self._guard is not None:
+            self._guard.__exit__(*exc)
+        return False
+
+
+def _stream(device: torch.device) -> int:
+    return torch.cuda.current_stream(device).cuda_stream
+
+
+# ---------------------------------------------------------------------------------------- GEMM
+
+
+def _matrix(t: Tensor, dtype_code: int) -> Optional["_C.Matrix"]:
+    """The last two modes of a 2-D/3-D tensor as a tessera matrix, or None when they are neither
+    row-major (strides (ld, 1), ld >= cols) nor column-major (strides (1, ld), ld >= rows).
+    A 3-D tensor's first mode becomes the batch (batch_stride = its stride; 0 broadcasts)."""
+    rows, cols = t.shape[-2], t.shape[-1]
+    sr, sc = t.stride(-2), t.stride(-1)
+    if t.dim() == 3 and t.shape[0] > 1:
+        batch, batch_stride = t.shape[0], t.stride(0)
+    else:
+        batch, batch_stride = 1, 0
+    # A mode of extent <= 1 never moves, so its stride does not matter.
+    if (sc == 1 or cols <= 1) and (rows <= 1 or sr >= max(1, cols)):
+        layout, ld = _C.ROW_MAJOR, (sr if rows > 1 else max(1, cols))
+    elif (sr == 1 or rows <= 1) and (cols <= 1 or sc >= max(1, rows)):
+        layout, ld = _C.COL_MAJOR, (sc if cols > 1 else max(1, rows))
+    else:
+        return None
+    return _C.Matrix(t.data_ptr(), dtype_code, rows, cols, ld, layout, batch, batch_stride)
+
+
+def _input_matrix(name: str, t: Tensor) -> Tuple[Tensor, "_C.Matrix"]:
+    """Describes an input operand, copying it to a contiguous tensor only when its strides have no
+    row/column-major form (e.g. both matrix strides != 1). Returns the tensor actually read."""
+    code = _dtype_code(t.dtype, name)
+    m = _matrix(t, code)
+    if m is None:
+        t = t.contiguous()
+        m = _matrix(t, code)
+    return t, m
+
+
+def _matmul_shape(a: Tensor, b: Tensor) -> Tuple[int, ...]:
+    if a.dim() not in (2, 3):
+        raise ValueError(f"a: must be 2-D (M, K) or 3-D (L, M, K), got shape {tuple(a.shape)}")
+    if b.dim() not in (2, 3):
+        raise ValueError(f"b: must be 2-D (K, N) or 3-D (L, K, N), got shape {tuple(b.shape)}")
+    m, n = a.shape[-2], b.shape[-1]
+    if a.dim() == 2 and b.dim() == 2:
+        return (m, n)
+    la = a.shape[0] if a.dim() == 3 else 1
+    lb = b.shape[0] if b.dim() == 3 else 1
+    if la != lb and la != 1 and lb != 1:
+        raise ValueError(f"a, b: batch sizes {la} and {lb} do not broadcast (equal, or one of them 1)")
+    return (lb if la == 1 else la, m, n)
+
+
+def _gemm_into(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: float, d: Tensor) -> None:
+    """d = alpha * a @ b + beta * c, d of shape _matmul_shape(a, b)."""
+    device = a.device
+    _check_device("a", a, device)
+    _check_device("b", b, device)
+    _check_device("out", d, device)
+    if beta != 0.0 and c is not None:
+        _check_device("c", c, device)
+    if d.numel() == 0:
+        return
+    a, ma = _input_matrix("a", a)
+    b, mb = _input_matrix("b", b)
+    mc = None
+    if beta != 0.0 and c is not None:  # like BLAS, C is not read when beta == 0
+        try:
+            c_full = c.expand(d.shape)
+        except RuntimeError:
+            raise ValueError(f"c: shape {tuple(c.shape)} does not broadcast to the output shape {tuple(d.shape)}") from None
+        c, mc = _input_matrix("c", c_full)
+    d_code = _dtype_code(d.dtype, "out")
+    md = _matrix(d, d_code)
+    target = d
+    if md is None:  # an output view with no row/column-major form: compute densely, then copy
+        target = torch.empty(d.shape, dtype=d.dtype, device=device)
+        md = _matrix(target, d_code)
+    with _on_device(device):
+        ws_bytes = _C.gemm_workspace_size(ma, mb, md, mc, alpha, beta)
+        ws = torch.empty(ws_bytes, dtype=torch.uint8, device=device) if ws_bytes else None
+        _C.gemm(ma, mb, md, mc, alpha, beta, workspace=ws.data_ptr() if ws is not None else 0,
+                workspace_bytes=ws_bytes, stream=_stream(device))
+    if target is not d:
+        d.copy_(target)
+
+
+@torch.library.custom_op("tessera::matmul", mutates_args=())
+def _matmul_op(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: float,
+               out_dtype: Optional[torch.dtype]) -> Tensor:
+    shape = _matmul_shape(a, b)
+    d = torch.empty(shape, dtype=out_dtype if out_dtype is not None else a.dtype, device=a.device)
+    _gemm_into(a, b, c, alpha, beta, d)
+    return d
+
+
+@_matmul_op.register_fake
+def _matmul_fake(a, b, c, alpha, beta, out_dtype):
+    shape = _matmul_shape(a, b)
+    return a.new_empty(shape, dtype=out_dtype if out_dtype is not None else a.dtype)
+
+
+@torch.library.custom_op("tessera::matmul_out", mutates_args=("d",))
+def _matmul_out_op(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: float, d: Tensor) -> None:
+    shape = _matmul_shape(a, b)
+    if tuple(d.shape) != tuple(shape):
+        raise ValueError(f"out: must have shape {tuple(shape)}, got {tuple(d.shape)}")
+    _gemm_into(a, b, c, alpha, beta, d)
+
+
+@_matmul_out_op.register_fake
+def _matmul_out_fake(a, b, c, alpha, beta, d):
+    return None
+
+
+def matmul(a: Tensor, b: Tensor, *, c: Optional[Tensor] = None, alpha: float = 1.0, beta: float = 0.0,
+           bias: Optional[Tensor] = None, activation: Optional[str] = None, out: Optional[Tensor] = None,
+           out_dtype: Optional[torch.dtype] = None) -> Tensor:
+    """``D = alpha * a @ b + beta * c`` on tensor cores (fp32 accumulation).
+
+    a: (M, K) or (L, M, K); b: (K, N) or (L, K, N); float16 or bfloat16 (the same). A 2-D operand
+    (or a batch of 1) is broadcast over the other's batch. Any strides with a row-major (stride
+    (ld, 1)) or column-major (stride (1, ld)) form are read in place, transposed views included;
+    other strides (e.g. both != 1) are first copied with ``.contiguous()``.
+    c: broadcastable to the output; its dtype must equal the output's; not read when beta == 0.
+    out_dtype: the output dtype (default a.dtype; float32 allowed). out: write into this tensor
+    (shape must match; its dtype is the output dtype) and return it; c may be out itself (in place).
+    bias / activation: fused epilogues are not implemented in the library yet; passing them raises
+    NotImplementedError (add the bias / apply the activation to the result instead).
+    Runs on the current CUDA stream; workspace (only for operands that are not 16-byte aligned)
+    comes from PyTorch's caching allocator. Calls ``torch.ops.tessera.matmul`` (``matmul_out``).
+    """
+    if bias is not None or activation is not None:
+        raise NotImplementedError(
+            "tessera.matmul: bias and activation epilogues are not implemented in the library yet; "
+            "pass bias=None, activation=None and apply them to the result")
+    if out is not None:
+        if out_dtype is not None and out.dtype != out_dtype:
+            raise ValueError(f"out_dtype: {out_dtype} disagrees with out.dtype ({out.dtype})")
+        torch.ops.tessera.matmul_out(a, b, c, float(alpha), float(beta), out)
+        return out
+    return torch.ops.tessera.matmul(a, b, c, float(alpha), float(beta), out_dtype)
+
+
+# ----------------------------------------------------------------------------------- attention
+
+
+def _is_bshd(layout: str) -> bool:
+    if layout not in ("bshd", "bhsd"):
+        raise ValueError(f"layout: must be 'bshd' or 'bhsd', got {layout!r}")
+    return layout == "bshd"
+
+
+def _attn_dims(q: Tensor, k: Tensor, v: Tensor, bshd: bool):
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() != 4:
+            want = "[B, S, H, D]" if bshd else "[B, H, S, D]"
+            raise ValueError(f"{name}: must be 4-D {want}, got shape {tuple(t.shape)}")
+    if bshd:
+        batch, seqlen_q, heads_q, head_dim = q.shape
+        seqlen_k, heads_kv = k.shape[1], k.shape[2]
+    else:
+        batch, heads_q, seqlen_q, head_dim = q.shape
+        heads_kv, seqlen_k = k.shape[1], k.shape[2]
+    return batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim
+
+
+def _attn_strides(t: Tensor, bshd: bool) -> Tuple[int, int, int]:
+    """(batch, sequence, head) strides; a mode of extent 1 gets stride 0 (it never moves)."""
+    sizes = (t.shape[0], t.shape[1], t.shape[2]) if bshd else (t.shape[0], t.shape[2], t.shape[1])
+    strides = (t.stride(0), t.stride(1), t.stride(2)) if bshd else (t.stride(0), t.stride(2), t.stride(1))
+    return tuple(0 if n == 1 else s for n, s in zip(sizes, strides))
+
+
+def _attn_outputs(q: Tensor, batch, heads_q, seqlen_q, return_lse: bool):
+    o = q.new_empty(q.shape)  # same layout as q, contiguous
+    lse_shape = (batch, heads_q, seqlen_q) if return_lse else (0,)
+    return o, q.new_empty(lse_shape, dtype=torch.float32)
+
+
+@torch.library.custom_op("tessera::attention", mutates_args=())
+def _attention_op(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float, return_lse: bool,
+                  layout: str) -> Tuple[Tensor, Tensor]:
+    bshd = _is_bshd(layout)
+    batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim = _attn_dims(q, k, v, bshd)
+    device = q.device
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        _check_device(name, t, device)
+    code = _dtype_code(q.dtype, "q")
+    for name, t in (("k", k), ("v", v)):
+        if t.dtype != q.dtype:
+            raise ValueError(f"{name}: dtype {t.dtype} must equal q's ({q.dtype})")
+    if tuple(v.shape) != tuple(k.shape):
+        raise ValueError(f"v: shape {tuple(v.shape)} must equal k's {tuple(k.shape)}")
+    if k.shape[0] != batch or k.shape[3] != head_dim:
+        raise ValueError(f"k: batch and head_dim must equal q's ({batch}, {head_dim}), got shape {tuple(k.shape)}")
+    o, lse = _attn_outputs(q, batch, heads_q, seqlen_q, return_lse)
+    if o.numel() == 0:  # no query rows: nothing to compute
+        return o, lse
+    # The kernels need a unit head-dim stride; other strides are passed as they are.
+    q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
+    with _on_device(device):
+        _C.attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), code, batch, seqlen_q, seqlen_k,
+                     heads_q, heads_kv, head_dim, _attn_strides(q, bshd), _attn_strides(k, bshd),
+                     _attn_strides(v, bshd), _attn_strides(o, bshd), lse=lse.data_ptr() if return_lse else 0,
+                     softmax_scale=scale, causal=causal, stream=_stream(device))
+    return o, lse
+
+
+@_attention_op.register_fake
+def _attention_fake(q, k, v, causal, scale, return_lse, layout):
+    bshd = _is_bshd(layout)
+    batch, seqlen_q, _, heads_q, _, _ = _attn_dims(q, k, v, bshd)
+    return _attn_outputs(q, batch, heads_q, seqlen_q, return_lse)
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, scale: Optional[float] = None,
+              return_lse: bool = False, layout: str = "bshd"):
+    """Attention forward, ``O = softmax(scale * Q K^T [causal mask]) V``, FlashAttention-style.
+
+    layout="bshd": q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D]; layout="bhsd": q [B, Hq, Sq, D],
+    k/v [B, Hkv, Sk, D] (the torch SDPA layout). float16 or bfloat16; Hq a multiple of Hkv
+    (GQA/MQA); head dims the library compiles (64, 96, 128, 256). Any batch/sequence/head strides
+    are read in place (multiples of 8 elements); a head dim with stride != 1 is made contiguous.
+    causal: query i sees keys j <= i + Sk - Sq (aligned bottom-right when Sq != Sk).
+    scale: default 1/sqrt(D); must be > 0.
+    Returns o (same shape and layout as q, a new contiguous tensor) or, with return_lse=True,
+    (o, lse) where lse is float32 [B, Hq, Sq], the natural-log log-sum-exp of the scaled scores.
+    Runs on the current CUDA stream. Calls ``torch.ops.tessera.attention``.
+    """
+    _is_bshd(layout)
+    if scale is None:
+        s = 0.0  # the library's "1/sqrt(head_dim)"
+    else:
+        s = float(scale)
+        if not (math.isfinite(s) and s > 0.0):
+            raise ValueError(f"scale: must be a finite number > 0 (None = 1/sqrt(head_dim)), got {scale}")
+    o, lse = torch.ops.tessera.attention(q, k, v, bool(causal), s, bool(return_lse), layout)
+    return (o, lse) if return_lse else o

@@ -1,0 +1,662 @@
+// Every argument rule of the attention API (tessera::attn::validate in attention/api.cpp), each
+// checked for its status code and for a message naming the argument; the C ABI's handling of
+// null / invalid args; a valid call without a GPU. Pointers are fake but aligned device addresses:
+// validation never dereferences them.
+//
+// Also the CPU fp64 reference (tests/common/attention_reference.hpp) on hand-checkable cases, and
+// the closed-form count of unmasked (query, key) pairs behind the CLI's FLOP count.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "attention/validate.hpp"
+#include "attention_gpu_reference.hpp"
+#include "common/attention_reference.hpp"
+#include "tessera/tessera.h"
+#include "tessera/tessera.hpp"
+
+namespace {
+
+using tessera::AttentionArgs;
+using tessera::DType;
+using tessera::Status;
+
+// Far apart (1 TiB) and 256-byte aligned.
+constexpr uintptr_t kQ = uintptr_t(1) << 40, kK = uintptr_t(2) << 40, kV = uintptr_t(3) << 40,
+                    kO = uintptr_t(4) << 40, kL = uintptr_t(5) << 40;
+constexpr int64_t kB = 2, kSq = 100, kSk = 70, kHq = 4, kHkv = 2, kD = 64;
+
+// A valid problem: BSHD contiguous, f16, GQA 2:1, causal, with LSE.
+AttentionArgs valid_args() {
+  AttentionArgs a;
+  a.q = reinterpret_cast<const void*>(kQ);
+  a.k = reinterpret_cast<const void*>(kK);
+  a.v = reinterpret_cast<const void*>(kV);
+  a.o = reinterpret_cast<void*>(kO);
+  a.lse = reinterpret_cast<float*>(kL);
+  a.dtype = DType::F16;
+  a.batch = kB;
+  a.seqlen_q = kSq;
+  a.seqlen_k = kSk;
+  a.heads_q = kHq;
+  a.heads_kv = kHkv;
+  a.head_dim = kD;
+  tessera::bshd_strides(kSq, kHq, kD, a.q_stride);
+  tessera::bshd_strides(kSk, kHkv, kD, a.k_stride);
+  tessera::bshd_strides(kSk, kHkv, kD, a.v_stride);
+  tessera::bshd_strides(kSq, kHq, kD, a.o_stride);
+  a.causal = true;
+  return a;
+}
+
+bool has_cuda_device() {
+  int n = 0;
+  const bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  cudaGetLastError();
+  return ok;
+}
+
+::testing::AssertionResult contains(const std::string& s, const std::string& needle) {
+  if (s.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "message \"" << s << "\" does not contain \"" << needle << "\"";
+}
+
+// validate() refuses `a` with INVALID_ARGUMENT and a message containing `needle`; so do the public
+// C++ entry and the C ABI (which also leaves the message in tessera_last_error()).
+void expect_invalid(const AttentionArgs& a, const std::string& needle) {
+  const Status s = tessera::attn::validate(a);
+  EXPECT_EQ(s.code, TESSERA_STATUS_INVALID_ARGUMENT) << s.message;
+  EXPECT_TRUE(contains(s.message, needle));
+
+  const Status api = tessera::attention(a, nullptr);
+  EXPECT_EQ(api.code, TESSERA_STATUS_INVALID_ARGUMENT) << api.message;
+  EXPECT_EQ(api.message, s.message);
+
+  const tessera_attention_args_t c = tessera::to_c(a);
+  EXPECT_EQ(tessera_attention(&c, nullptr), TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(tessera_last_error(), needle));
+}
+
+void expect_valid(const AttentionArgs& a) {
+  const Status s = tessera::attn::validate(a);
+  EXPECT_TRUE(s.ok()) << s.message;
+}
+
+template <class T>
+T* offset_bytes(T* p, intptr_t bytes) {
+  return reinterpret_cast<T*>(reinterpret_cast<uintptr_t>(p) + bytes);
+}
+
+// ---- rules ---------------------------------------------------------------------------------------
+
+TEST(AttentionValidate, ValidArgsPass) {
+  expect_valid(valid_args());
+  AttentionArgs a = valid_args();
+  a.lse = nullptr;  // LSE is optional
+  a.causal = false;
+  a.dtype = DType::BF16;
+  expect_valid(a);
+  // BHSD, MQA, Sq != Sk both ways.
+  AttentionArgs b = valid_args();
+  b.heads_kv = 1;
+  tessera::bhsd_strides(kSq, kHq, kD, b.q_stride);
+  tessera::bhsd_strides(kSk, 1, kD, b.k_stride);
+  tessera::bhsd_strides(kSk, 1, kD, b.v_stride);
+  tessera::bhsd_strides(kSq, kHq, kD, b.o_stride);
+  expect_valid(b);
+}
+
+TEST(AttentionValidate, Dtype) {
+  AttentionArgs a = valid_args();
+  a.dtype = DType::F32;
+  expect_invalid(a, "dtype");
+  a.dtype = static_cast<DType>(7);
+  expect_invalid(a, "dtype");
+}
+
+struct SizeField {
+  const char* name;
+  int64_t AttentionArgs::*field;
+};
+const SizeField kSizes[] = {{"batch", &AttentionArgs::batch},       {"seqlen_q", &AttentionArgs::seqlen_q},
+                            {"seqlen_k", &AttentionArgs::seqlen_k}, {"heads_q", &AttentionArgs::heads_q},
+                            {"heads_kv", &AttentionArgs::heads_kv}, {"head_dim", &AttentionArgs::head_dim}};
+
+TEST(AttentionValidate, SizesAtLeastOne) {
+  for (const SizeField& f : kSizes)
+    for (int64_t v : {int64_t(0), int64_t(-1), std::numeric_limits<int64_t>::min()}) {
+      SCOPED_TRACE(std::string(f.name) + " = " + std::to_string(v));
+      AttentionArgs a = valid_args();
+      a.*f.field = v;
+      expect_invalid(a, std::string(f.name) + ": must be >= 1");
+    }
+}
+
+TEST(AttentionValidate, SizesBelow2To31) {
+  // (The exact limit sits a little below 2^31: tile coordinates are 32-bit and may run past the
+  // last row; the message states it.)
+  for (const SizeField& f : kSizes)
+    for (int64_t v : {int64_t(1) << 31, (int64_t(1) << 32) + 64, std::numeric_limits<int64_t>::max()}) {
+      SCOPED_TRACE(std::string(f.name) + " = " + std::to_string(v));
+      AttentionArgs a = valid_args();
+      a.*f.field = v;
+      expect_invalid(a, std::string(f.name) + ": must be ");
+      EXPECT_TRUE(contains(tessera::attn::validate(a).message, "2^31"));
+    }
+  // Long sequences well inside the limit are fine (validation only; nothing is allocated).
+  AttentionArgs a = valid_args();
+  a.batch = 1;
+  a.seqlen_q = a.seqlen_k = int64_t(1) << 30;
+  tessera::bshd_strides(a.seqlen_q, kHq, kD, a.q_stride);
+  tessera::bshd_strides(a.seqlen_k, kHkv, kD, a.k_stride);
+  tessera::bshd_strides(a.seqlen_k, kHkv, kD, a.v_stride);
+  tessera::bshd_strides(a.seqlen_q, kHq, kD, a.o_stride);
+  expect_valid(a);
+}
+
+TEST(AttentionValidate, HeadsAndBatchGridLimits) {
+  {
+    AttentionArgs a = valid_args();
+    a.heads_q = 65536;
+    tessera::bshd_strides(kSq, a.heads_q, kD, a.q_stride);
+    tessera::bshd_strides(kSq, a.heads_q, kD, a.o_stride);
+    expect_invalid(a, "heads_q");
+  }
+  {
+    AttentionArgs a = valid_args();
+    a.batch = 65536;
+    expect_invalid(a, "batch");
+  }
+  // The limits themselves are fine.
+  AttentionArgs a = valid_args();
+  a.heads_q = 65535;
+  a.heads_kv = 1;
+  a.batch = 65535;
+  tessera::bshd_strides(kSq, a.heads_q, kD, a.q_stride);
+  tessera::bshd_strides(kSk, 1, kD, a.k_stride);
+  tessera::bshd_strides(kSk, 1, kD, a.v_stride);
+  tessera::bshd_strides(kSq, a.heads_q, kD, a.o_stride);
+  // Tensors this large need addresses far apart (O must not overlap Q, K, V or LSE).
+  a.q = reinterpret_cast<const void*>(uintptr_t(1) << 56);
+  a.k = reinterpret_cast<const void*>(uintptr_t(2) << 56);
+  a.v = reinterpret_cast<const void*>(uintptr_t(3) << 56);
+  a.o = reinterpret_cast<void*>(uintptr_t(4) << 56);
+  a.lse = reinterpret_cast<float*>(uintptr_t(5) << 56);
+  expect_valid(a);
+}
+
+TEST(AttentionValidate, OutputMustNotOverlapInputs) {
+  AttentionArgs a = valid_args();
+  a.o = const_cast<void*>(a.k);
+  expect_invalid(a, "o: overlaps k");
+  a = valid_args();
+  a.lse = static_cast<float*>(a.o);
+  expect_invalid(a, "lse: overlaps o");
+}
+
+TEST(AttentionValidate, SupportedHeadDims) {
+  for (int64_t d : {64, 96, 128, 256}) {
+    AttentionArgs a = valid_args();
+    a.head_dim = d;
+    tessera::bshd_strides(kSq, kHq, d, a.q_stride);
+    tessera::bshd_strides(kSk, kHkv, d, a.k_stride);
+    tessera::bshd_strides(kSk, kHkv, d, a.v_stride);
+    tessera::bshd_strides(kSq, kHq, d, a.o_stride);
+    SCOPED_TRACE("head_dim " + std::to_string(d));
+    expect_valid(a);
+  }
+  for (int64_t d : {8, 16, 32, 48, 80, 112, 160, 192, 512}) {
+    AttentionArgs a = valid_args();
+    a.head_dim = d;
+    tessera::bshd_strides(kSq, kHq, d, a.q_stride);
+    tessera::bshd_strides(kSk, kHkv, d, a.k_stride);
+    tessera::bshd_strides(kSk, kHkv, d, a.v_stride);
+    tessera::bshd_strides(kSq, kHq, d, a.o_stride);
+    SCOPED_TRACE("head_dim " + std::to_string(d));
+    expect_invalid(a, "head_dim: " + std::to_string(d) + " is not supported");
+    // The message lists what is supported.
+    EXPECT_TRUE(contains(tessera::attn::validate(a).message, "supported: 64, 96, 128, 256"));
+  }
+}
+
+TEST(AttentionValidate, HeadsKvDividesHeadsQ) {
+  for (auto [hq, hkv] : {std::pair<int64_t, int64_t>{4, 3}, {2, 4}, {6, 4}, {5, 2}}) {
+    AttentionArgs a = valid_args();
+    a.heads_q = hq;
+    a.heads_kv = hkv;
+    tessera::bshd_strides(kSq, hq, kD, a.q_stride);
+    tessera::bshd_strides(kSk, hkv, kD, a.k_stride);
+    tessera::bshd_strides(kSk, hkv, kD, a.v_stride);
+    tessera::bshd_strides(kSq, hq, kD, a.o_stride);
+    SCOPED_TRACE(std::to_string(hq) + ":" + std::to_string(hkv));
+    expect_invalid(a, "heads_kv: must divide heads_q");
+  }
+  for (auto [hq, hkv] : {std::pair<int64_t, int64_t>{8, 8}, {8, 1}, {16, 2}, {6, 3}}) {
+    AttentionArgs a = valid_args();
+    a.heads_q = hq;
+    a.heads_kv = hkv;
+    tessera::bshd_strides(kSq, hq, kD, a.q_stride);
+    tessera::bshd_strides(kSk, hkv, kD, a.k_stride);
+    tessera::bshd_strides(kSk, hkv, kD, a.v_stride);
+    tessera::bshd_strides(kSq, hq, kD, a.o_stride);
+    expect_valid(a);
+  }
+}
+
+TEST(AttentionValidate, SoftmaxScale) {
+  for (float s : {-1.0f, -1e-30f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN()}) {
+    AttentionArgs a = valid_args();
+    a.softmax_scale = s;
+    SCOPED_TRACE(std::to_string(s));
+    expect_invalid(a, "softmax_scale");
+  }
+  for (float s : {0.0f, -0.0f, 1e-30f, 0.125f, 1e30f}) {
+    AttentionArgs a = valid_args();
+    a.softmax_scale = s;
+    expect_valid(a);
+  }
+}
+
+TEST(AttentionValidate, NullPointers) {
+  {
+    AttentionArgs a = valid_args();
+    a.q = nullptr;
+    expect_invalid(a, "q: null pointer");
+  }
+  {
+    AttentionArgs a = valid_args();
+    a.k = nullptr;
+    expect_invalid(a, "k: null pointer");
+  }
+  {
+    AttentionArgs a = valid_args();
+    a.v = nullptr;
+    expect_invalid(a, "v: null pointer");
+  }
+  {
+    AttentionArgs a = valid_args();
+    a.o = nullptr;
+    expect_invalid(a, "o: null pointer");
+  }
+}
+
+TEST(AttentionValidate, Alignment16Bytes) {
+  for (intptr_t off : {2, 4, 8, 14}) {
+    SCOPED_TRACE("offset " + std::to_string(off) + " bytes");
+    {
+      AttentionArgs a = valid_args();
+      a.q = offset_bytes(a.q, off);
+      expect_invalid(a, "q: must be 16-byte aligned");
+    }
+    {
+      AttentionArgs a = valid_args();
+      a.k = offset_bytes(a.k, off);
+      expect_invalid(a, "k: must be 16-byte aligned");
+    }
+    {
+      AttentionArgs a = valid_args();
+      a.v = offset_bytes(a.v, off);
+      expect_invalid(a, "v: must be 16-byte aligned");
+    }
+    {
+      AttentionArgs a = valid_args();
+      a.o = offset_bytes(a.o, off);
+      expect_invalid(a, "o: must be 16-byte aligned");
+    }
+  }
+  AttentionArgs a = valid_args();
+  a.q = offset_bytes(a.q, 16);
+  a.k = offset_bytes(a.k, 48);
+  a.v = offset_bytes(a.v, 4096 + 16);
+  a.o = offset_bytes(a.o, 32);
+  expect_valid(a);
+}
+
+TEST(AttentionValidate, Strides) {
+  const char* tensors[] = {"q", "k", "v", "o"};
+  const char* modes[] = {"batch", "sequence", "head"};
+  for (int t = 0; t < 4; ++t)
+    for (int i = 0; i < 3; ++i) {
+      auto stride = [&](AttentionArgs& a) -> int64_t& {
+        int64_t* s[] = {a.q_stride, a.k_stride, a.v_stride, a.o_stride};
+        return s[t][i];
+      };
+      const std::string name = std::string(tensors[t]) + "_stride[" + std::to_string(i) + "] (" + modes[i] + ")";
+      SCOPED_TRACE(name);
+      for (int64_t v : {int64_t(-8), int64_t(-64), std::numeric_limits<int64_t>::min()}) {
+        AttentionArgs a = valid_args();
+        stride(a) = v;
+        expect_invalid(a, name + ": must be >= 0");
+      }
+      for (int64_t delta : {1, 2, 4, 7}) {
+        AttentionArgs a = valid_args();
+        stride(a) += delta;
+        expect_invalid(a, name + ": must be a multiple of 8");
+      }
+      // Larger multiples of 8 (padding) are fine.
+      AttentionArgs a = valid_args();
+      stride(a) += 8 * 1024 * 1024;
+      expect_valid(a);
+    }
+}
+
+TEST(AttentionValidate, StrideZeroBroadcastsInputsOnly) {
+  // Q, K and V may repeat (stride 0): one K/V for every batch, one Q row for every query...
+  for (int t = 0; t < 3; ++t)
+    for (int i = 0; i < 3; ++i) {
+      AttentionArgs a = valid_args();
+      int64_t* s[] = {a.q_stride, a.k_stride, a.v_stride};
+      s[t][i] = 0;
+      expect_valid(a);
+    }
+  // ...but every element of O must have its own address.
+  for (int i = 0; i < 3; ++i) {
+    AttentionArgs a = valid_args();
+    a.o_stride[i] = 0;
+    expect_invalid(a, "o_stride");
+  }
+}
+
+TEST(AttentionValidate, OutputOverlap) {
+  {  // heads closer than head_dim
+    AttentionArgs a = valid_args();
+    a.o_stride[2] = kD - 8;
+    expect_invalid(a, "o_stride: batches, rows or heads of O overlap");
+  }
+  {  // rows on top of each other's heads
+    AttentionArgs a = valid_args();
+    a.o_stride[1] = kD;
+    expect_invalid(a, "o_stride");
+  }
+  {  // batches overlapping the last rows
+    AttentionArgs a = valid_args();
+    a.o_stride[0] = (kSq - 1) * kHq * kD;
+    expect_invalid(a, "o_stride");
+  }
+  {  // BHSD strides in BSHD memory order swapped: still injective
+    AttentionArgs a = valid_args();
+    tessera::bhsd_strides(kSq, kHq, kD, a.o_stride);
+    expect_valid(a);
+  }
+  {  // padded heads and batches
+    AttentionArgs a = valid_args();
+    a.o_stride[2] = kD + 16;
+    a.o_stride[1] = kHq * (kD + 16);
+    a.o_stride[0] = kSq * kHq * (kD + 16) + 8;
+    expect_valid(a);
+  }
+  {  // a size-1 mode may have any stride (it is never stepped)
+    AttentionArgs a = valid_args();
+    a.batch = 1;
+    a.o_stride[0] = 0;
+    expect_valid(a);
+    a.seqlen_q = 1;
+    a.o_stride[1] = 0;
+    expect_valid(a);
+  }
+}
+
+TEST(AttentionValidate, AddressRange) {
+  AttentionArgs a = valid_args();
+  a.k_stride[0] = int64_t(1) << 62;
+  expect_invalid(a, "k: strides address more than 2^62 elements");
+}
+
+TEST(AttentionValidate, LseAlignment) {
+  for (intptr_t off : {1, 2, 3}) {
+    AttentionArgs a = valid_args();
+    a.lse = offset_bytes(a.lse, off);
+    expect_invalid(a, "lse: must be 4-byte aligned");
+  }
+  AttentionArgs a = valid_args();
+  a.lse = offset_bytes(a.lse, 4);
+  expect_valid(a);
+}
+
+// ---- the C ABI and the call itself -----------------------------------------------------------------
+
+TEST(AttentionApi, CAbiNullArgs) {
+  EXPECT_EQ(tessera_attention(nullptr, nullptr), TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(tessera_last_error(), "args"));
+}
+
+TEST(AttentionApi, CAbiRoundTrip) {
+  AttentionArgs a = valid_args();
+  a.softmax_scale = 0.3f;
+  a.q_stride[0] = 123456;
+  const AttentionArgs b = tessera::from_c(tessera::to_c(a));
+  EXPECT_EQ(b.q, a.q);
+  EXPECT_EQ(b.k, a.k);
+  EXPECT_EQ(b.v, a.v);
+  EXPECT_EQ(b.o, a.o);
+  EXPECT_EQ(b.lse, a.lse);
+  EXPECT_EQ(b.dtype, a.dtype);
+  EXPECT_EQ(b.batch, a.batch);
+  EXPECT_EQ(b.seqlen_q, a.seqlen_q);
+  EXPECT_EQ(b.seqlen_k, a.seqlen_k);
+  EXPECT_EQ(b.heads_q, a.heads_q);
+  EXPECT_EQ(b.heads_kv, a.heads_kv);
+  EXPECT_EQ(b.head_dim, a.head_dim);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(b.q_stride[i], a.q_stride[i]);
+    EXPECT_EQ(b.k_stride[i], a.k_stride[i]);
+    EXPECT_EQ(b.v_stride[i], a.v_stride[i]);
+    EXPECT_EQ(b.o_stride[i], a.o_stride[i]);
+  }
+  EXPECT_EQ(b.softmax_scale, a.softmax_scale);
+  EXPECT_EQ(b.causal, a.causal);
+}
+
+TEST(AttentionApi, ValidCallWithoutADeviceIsACudaError) {
+  if (has_cuda_device()) GTEST_SKIP() << "a CUDA device is present (this test needs a machine without one)";
+  for (bool causal : {false, true}) {
+    AttentionArgs a = valid_args();
+    a.causal = causal;
+    const Status s = tessera::attention(a, nullptr);
+    EXPECT_EQ(s.code, TESSERA_STATUS_CUDA_ERROR) << s.message;
+    EXPECT_FALSE(s.message.empty());
+    EXPECT_STRNE(tessera_last_error(), "");
+    const tessera_attention_args_t c = tessera::to_c(a);
+    EXPECT_EQ(tessera_attention(&c, nullptr), TESSERA_STATUS_CUDA_ERROR);
+  }
+}
+
+TEST(AttentionApi, FailedCallSetsLastError) {
+  // A failed call sets the message; it names the argument.
+  AttentionArgs a = valid_args();
+  a.head_dim = 80;
+  EXPECT_EQ(tessera::attention(a, nullptr).code, TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(tessera_last_error(), "head_dim"));
+}
+
+// ---- the CPU fp64 reference on hand-checkable cases -----------------------------------------------
+
+using tessera_test::HostAttention;
+
+HostAttention problem(int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, bool causal,
+                      double scale = 0.0) {
+  HostAttention p;
+  p.batch = b;
+  p.seqlen_q = sq;
+  p.seqlen_k = sk;
+  p.heads_q = hq;
+  p.heads_kv = hkv;
+  p.head_dim = d;
+  p.causal = causal;
+  p.scale = scale;
+  return p;
+}
+
+// Deterministic, non-trivial values.
+std::vector<double> values(size_t n, double salt) {
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = std::sin(0.7 * double(i) + salt);
+  return v;
+}
+
+struct RefRun {
+  std::vector<double> o, lse;
+};
+RefRun run(const HostAttention& p, const std::vector<double>& q, const std::vector<double>& k,
+        const std::vector<double>& v) {
+  RefRun r{std::vector<double>(p.q_elements(), -1234.0), std::vector<double>(p.lse_elements(), -1234.0)};
+  tessera_test::attention_reference_f64(p, q.data(), k.data(), v.data(), r.o.data(), r.lse.data());
+  return r;
+}
+
+TEST(AttentionReference, OneKeyGivesItsValueRow) {
+  const HostAttention p = problem(2, 5, 1, 2, 2, 8, false, 0.5);
+  const auto q = values(p.q_elements(), 0.1), k = values(p.kv_elements(), 0.2), v = values(p.kv_elements(), 0.3);
+  const RefRun r = run(p, q, k, v);
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t i = 0; i < 5; ++i)
+      for (int64_t h = 0; h < 2; ++h) {
+        double dot = 0;
+        for (int64_t d = 0; d < 8; ++d) {
+          EXPECT_DOUBLE_EQ(r.o[size_t(((b * 5 + i) * 2 + h) * 8 + d)], v[size_t((b * 2 + h) * 8 + d)]);
+          dot += q[size_t(((b * 5 + i) * 2 + h) * 8 + d)] * k[size_t((b * 2 + h) * 8 + d)];
+        }
+        // One key: LSE = its (scaled) score.
+        EXPECT_NEAR(r.lse[size_t((b * 2 + h) * 5 + i)], 0.5 * dot, 1e-14);
+      }
+}
+
+TEST(AttentionReference, EqualScoresAverageV) {
+  // All keys equal: every score is the same, P is uniform, O is the mean of the V rows and
+  // LSE = score + log(Sk).
+  const int64_t sk = 7, d = 4;
+  const HostAttention p = problem(1, 3, sk, 1, 1, d, false);  // default scale 1/sqrt(4) = 0.5
+  const auto q = values(p.q_elements(), 0.4), v = values(p.kv_elements(), 0.9);
+  std::vector<double> k(p.kv_elements());
+  for (int64_t j = 0; j < sk; ++j)
+    for (int64_t x = 0; x < d; ++x) k[size_t(j * d + x)] = 0.25 * double(x + 1);
+  const RefRun r = run(p, q, k, v);
+  for (int64_t i = 0; i < 3; ++i) {
+    double dot = 0;
+    for (int64_t x = 0; x < d; ++x) {
+      double mean = 0;
+      for (int64_t j = 0; j < sk; ++j) mean += v[size_t(j * d + x)] / double(sk);
+      EXPECT_NEAR(r.o[size_t(i * d + x)], mean, 1e-14);
+      dot += q[size_t(i * d + x)] * k[size_t(x)];
+    }
+    EXPECT_NEAR(r.lse[size_t(i)], 0.5 * dot + std::log(double(sk)), 1e-13);
+  }
+}
+
+TEST(AttentionReference, TwoKeysByHand) {
+  // q = (1, 0), k0 = (1, 0), k1 = (0, 0), scale 1: scores (1, 0), P = (e, 1) / (e + 1).
+  const HostAttention p = problem(1, 1, 2, 1, 1, 2, false, 1.0);
+  const std::vector<double> q = {1, 0}, k = {1, 0, 0, 0}, v = {2, -1, 4, 3};
+  const RefRun r = run(p, q, k, v);
+  const double e = std::exp(1.0), p0 = e / (e + 1), p1 = 1 / (e + 1);
+  EXPECT_NEAR(r.o[0], p0 * 2 + p1 * 4, 1e-15);
+  EXPECT_NEAR(r.o[1], p0 * -1 + p1 * 3, 1e-15);
+  EXPECT_NEAR(r.lse[0], std::log(e + 1), 1e-15);
+}
+
+TEST(AttentionReference, CausalMoreQueriesThanKeys) {
+  // Sq = 5, Sk = 2: row i sees keys j <= i - 3, so rows 0..2 see none (O = 0, LSE = -inf), row 3
+  // sees key 0 only (O = V0) and row 4 both.
+  const HostAttention p = problem(1, 5, 2, 1, 1, 2, true, 1.0);
+  EXPECT_EQ(p.visible_keys(0), 0);
+  EXPECT_EQ(p.visible_keys(2), 0);
+  EXPECT_EQ(p.visible_keys(3), 1);
+  EXPECT_EQ(p.visible_keys(4), 2);
+  const auto q = values(p.q_elements(), 1.0);
+  const std::vector<double> k = {0.5, -0.25, 1.0, 0.75}, v = {3, -2, 5, 7};
+  const RefRun r = run(p, q, k, v);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(r.o[size_t(2 * i)], 0.0);
+    EXPECT_EQ(r.o[size_t(2 * i + 1)], 0.0);
+    EXPECT_TRUE(std::isinf(r.lse[size_t(i)]) && r.lse[size_t(i)] < 0) << r.lse[size_t(i)];
+  }
+  EXPECT_DOUBLE_EQ(r.o[6], 3.0);
+  EXPECT_DOUBLE_EQ(r.o[7], -2.0);
+  EXPECT_NEAR(r.lse[3], q[6] * 0.5 + q[7] * -0.25, 1e-15);
+  const double s0 = q[8] * 0.5 + q[9] * -0.25, s1 = q[8] * 1.0 + q[9] * 0.75;
+  const double w0 = std::exp(s0) / (std::exp(s0) + std::exp(s1)), w1 = 1 - w0;
+  EXPECT_NEAR(r.o[8], w0 * 3 + w1 * 5, 1e-14);
+  EXPECT_NEAR(r.o[9], w0 * -2 + w1 * 7, 1e-14);
+  EXPECT_NEAR(r.lse[4], std::log(std::exp(s0) + std::exp(s1)), 1e-14);
+}
+
+TEST(AttentionReference, CausalFewerQueriesThanKeysIsBottomRightAligned) {
+  // Sq = 2, Sk = 4: row 0 sees keys 0..2, row 1 (the last) all four.
+  HostAttention p = problem(1, 2, 4, 1, 1, 1, true, 1.0);
+  EXPECT_EQ(p.visible_keys(0), 3);
+  EXPECT_EQ(p.visible_keys(1), 4);
+  // q = 0: equal scores, so O is the mean over the visible keys.
+  const std::vector<double> q = {0, 0}, k = {1, 2, 3, 4}, v = {1, 2, 3, 10};
+  const RefRun r = run(p, q, k, v);
+  EXPECT_NEAR(r.o[0], 2.0, 1e-15);
+  EXPECT_NEAR(r.o[1], 4.0, 1e-15);
+  EXPECT_NEAR(r.lse[0], std::log(3.0), 1e-15);
+  EXPECT_NEAR(r.lse[1], std::log(4.0), 1e-15);
+  // Without causal both rows see everything.
+  p.causal = false;
+  const RefRun full = run(p, q, k, v);
+  EXPECT_NEAR(full.o[0], 4.0, 1e-15);
+}
+
+TEST(AttentionReference, GqaHeadMapping) {
+  // Hq = 4, Hkv = 2, one key: query heads 0, 1 get V head 0; heads 2, 3 get V head 1.
+  const HostAttention p = problem(1, 1, 1, 4, 2, 2, false);
+  const auto q = values(p.q_elements(), 0.0), k = values(p.kv_elements(), 0.5);
+  const std::vector<double> v = {10, 11, 20, 21};
+  const RefRun r = run(p, q, k, v);
+  const std::vector<double> want = {10, 11, 10, 11, 20, 21, 20, 21};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_DOUBLE_EQ(r.o[i], want[i]) << i;
+}
+
+TEST(AttentionReference, ShiftInvariantAndRowsSumToOne) {
+  // V = 1 everywhere: O = 1 for every row that sees a key, whatever the scores.
+  const HostAttention p = problem(2, 9, 6, 2, 1, 4, true, 3.0);
+  const auto q = values(p.q_elements(), 0.3), k = values(p.kv_elements(), 0.6);
+  const std::vector<double> v(p.kv_elements(), 1.0);
+  const RefRun r = run(p, q, k, v);
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t i = 0; i < 9; ++i)
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t d = 0; d < 4; ++d)
+          EXPECT_NEAR(r.o[size_t(((b * 9 + i) * 2 + h) * 4 + d)], p.visible_keys(i) > 0 ? 1.0 : 0.0, 1e-14);
+}
+
+// ---- the FLOP count of `tessera attention` --------------------------------------------------------
+
+TEST(AttentionFlops, UnmaskedPairsClosedFormMatchesRowCounts) {
+  for (int64_t sq : {1, 2, 3, 17, 64, 100, 128, 1000})
+    for (int64_t sk : {1, 2, 5, 17, 64, 99, 128, 1000, 4096})
+      for (bool causal : {false, true}) {
+        HostAttention p = problem(1, sq, sk, 1, 1, 64, causal);
+        int64_t sum = 0;
+        for (int64_t i = 0; i < sq; ++i) {
+          sum += p.visible_keys(i);
+          EXPECT_EQ(tessera_ref::attention_visible_keys(i, sq, sk, causal), p.visible_keys(i));
+        }
+        EXPECT_EQ(tessera_ref::attention_unmasked_pairs(sq, sk, causal), sum)
+            << "sq " << sq << " sk " << sk << (causal ? " causal" : "");
+      }
+  // Square causal: S (S + 1) / 2, a little over half.
+  EXPECT_EQ(tessera_ref::attention_unmasked_pairs(16384, 16384, true), int64_t(16384) * 16385 / 2);
+  // Large sizes do not overflow.
+  EXPECT_EQ(tessera_ref::attention_unmasked_pairs(INT_MAX, INT_MAX, true), int64_t(INT_MAX) * (int64_t(INT_MAX) + 1) / 2);
+}
+
+TEST(AttentionFlops, FourBHSqSkD) {
+  AttentionArgs a = valid_args();
+  a.causal = false;
+  EXPECT_DOUBLE_EQ(tessera_ref::attention_flops(a), 4.0 * kB * kHq * kSq * kSk * kD);
+  a.causal = true;
+  // Sq = 100 > Sk = 70: rows 30..99 see 1..70 keys.
+  EXPECT_DOUBLE_EQ(tessera_ref::attention_flops(a), 4.0 * kB * kHq * kD * (70.0 * 71.0 / 2));
+}
+
+}  // namespace

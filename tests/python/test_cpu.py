@@ -1,0 +1,220 @@
+"""CPU-side tests of the Python package: no torch and no GPU needed (CI runs these).
+
+The library validates every argument before touching memory or the device, so tessera._C calls with
+made-up device pointers exercise the argument rules safely; each error must be a ValueError whose
+message is the library's (naming the argument).
+"""
+import importlib.util
+import pathlib
+import re
+
+import pytest
+
+import tessera
+from tessera import _C
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+FAKE = 0x7F0000000000  # a 256-byte aligned, never dereferenced "device pointer"
+
+
+def mat(ptr=FAKE, dtype=_C.F16, rows=64, cols=64, ld=None, layout=_C.ROW_MAJOR, batch_count=1, batch_stride=0):
+    if ld is None:
+        ld = cols if layout == _C.ROW_MAJOR else rows
+    return _C.Matrix(ptr, dtype, rows, cols, ld, layout, batch_count, batch_stride)
+
+
+def gemm_args(m=64, n=64, k=64, dtype=_C.F16, out_dtype=_C.F16):
+    """Valid, non-overlapping A (M x K), B (K x N), D (M x N) at made-up addresses."""
+    a = mat(FAKE, dtype, m, k)
+    b = mat(FAKE + (1 << 30), dtype, k, n)
+    d = mat(FAKE + (2 << 30), out_dtype, m, n)
+    return a, b, d
+
+
+def attn_kwargs(**over):
+    b, sq, sk, hq, hkv, d = 2, 128, 128, 8, 2, 64
+    kw = dict(q=FAKE, k=FAKE + (1 << 30), v=FAKE + (2 << 30), o=FAKE + (3 << 30), dtype=_C.BF16, batch=b,
+              seqlen_q=sq, seqlen_k=sk, heads_q=hq, heads_kv=hkv, head_dim=d, q_stride=(sq * hq * d, hq * d, d),
+              k_stride=(sk * hkv * d, hkv * d, d), v_stride=(sk * hkv * d, hkv * d, d),
+              o_stride=(sq * hq * d, hq * d, d))
+    kw.update(over)
+    return kw
+
+
+def device_reachable():
+    """True when the library can see a CUDA device (asks through a call that launches nothing)."""
+    try:
+        _C.gemm_select_config(*gemm_args())
+        return True
+    except (RuntimeError, NotImplementedError):
+        return False
+
+
+# ------------------------------------------------------------------------------ package surface
+
+
+def test_version_matches_cmake_project():
+    text = (ROOT / "CMakeLists.txt").read_text()
+    want = re.search(r"project\(tessera\s+VERSION\s+([0-9.]+)", text).group(1)
+    assert tessera.__version__ == want == _C.version()
+
+
+def test_configs_lists_name_and_description():
+    cfgs = tessera.configs()
+    assert isinstance(cfgs, list) and len(cfgs) >= 2
+    for name, desc in cfgs:
+        assert isinstance(name, str) and name
+        assert isinstance(desc, str) and len(desc) > 10
+    names = [n for n, _ in cfgs]
+    assert len(set(names)) == len(names)
+    assert "simt_fallback" in names
+
+
+def test_status_strings():
+    assert tessera.status_string(tessera.STATUS_SUCCESS) == "success"
+    assert tessera.status_string(tessera.STATUS_INVALID_ARGUMENT) == "invalid argument"
+    assert tessera.status_string(tessera.STATUS_NOT_SUPPORTED) == "not supported"
+    assert tessera.status_string(tessera.STATUS_CUDA_ERROR) == "CUDA error"
+    assert tessera.status_string(tessera.STATUS_INTERNAL_ERROR) == "internal error"
+    assert tessera.status_string(1234) == "unknown status"
+
+
+def test_matrix_fields_round_trip():
+    m = _C.Matrix(ptr=FAKE, dtype=_C.BF16, rows=3, cols=5, ld=8, layout=_C.COL_MAJOR, batch_count=4, batch_stride=64)
+    assert (m.ptr, m.dtype, m.rows, m.cols, m.ld, m.layout, m.batch_count, m.batch_stride) == (
+        FAKE, _C.BF16, 3, 5, 8, _C.COL_MAJOR, 4, 64)
+    m.ld = 16
+    assert m.ld == 16 and "ld=16" in repr(m)
+    with pytest.raises(TypeError):
+        _C.Matrix(-1, _C.F16, 1, 1, 1)  # pointers are unsigned
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is not None, reason="torch is installed")
+def test_torch_entry_points_explain_missing_torch():
+    with pytest.raises(ImportError, match="PyTorch"):
+        tessera.matmul(None, None)
+    with pytest.raises(ImportError, match="PyTorch"):
+        tessera.attention(None, None, None)
+
+
+# ------------------------------------------------------------------------------ GEMM arguments
+
+
+def test_gemm_workspace_size_of_valid_aligned_problem_is_zero():
+    assert _C.gemm_workspace_size(*gemm_args()) == 0
+
+
+def test_gemm_workspace_size_pads_unaligned_operand():
+    a, b, d = gemm_args(m=64, n=64, k=63)
+    a.ld = 63  # 126-byte rows: not 16-byte aligned, so A is copied (padded) into the workspace
+    b.rows = 63
+    assert _C.gemm_workspace_size(a, b, d) > 0
+
+
+def test_gemm_empty_problem_succeeds_without_device():
+    a, b, d = gemm_args(m=0)
+    _C.gemm(a, b, d)  # nothing to do: no launch, no device access
+
+
+@pytest.mark.parametrize(
+    "mutate, pattern",
+    [
+        (lambda a, b, d: setattr(a, "ld", 10), r"a\.ld: must be >= max\(1, cols\) = 64"),
+        (lambda a, b, d: (setattr(b, "layout", _C.COL_MAJOR), setattr(b, "ld", 32)), r"b\.ld: must be >= max\(1, rows\) = 64"),
+        (lambda a, b, d: setattr(d, "ld", 1), r"d\.ld"),
+        (lambda a, b, d: setattr(a, "ptr", 0), r"a\.ptr: null pointer"),
+        (lambda a, b, d: setattr(b, "ptr", FAKE + 1), r"b\.ptr: not aligned"),
+        (lambda a, b, d: setattr(a, "dtype", 7), r"a\.dtype: not a tessera dtype"),
+        (lambda a, b, d: (setattr(a, "dtype", _C.F32), setattr(b, "dtype", _C.F32)), r"a\.dtype: must be f16 or bf16"),
+        (lambda a, b, d: setattr(b, "dtype", _C.BF16), r"b\.dtype: must equal a\.dtype"),
+        (lambda a, b, d: setattr(a, "layout", 5), r"a\.layout"),
+        (lambda a, b, d: setattr(b, "rows", 32), r"K must agree"),
+        (lambda a, b, d: (setattr(d, "cols", 65), setattr(d, "ld", 72)), r"d: must be 64 x 64 \(M x N\), got 64 x 65"),
+        (lambda a, b, d: setattr(a, "rows", -1), r"a\.rows: must be >= 0"),
+        (lambda a, b, d: setattr(d, "ptr", a.ptr), r"d: overlaps a"),
+        (lambda a, b, d: (setattr(d, "batch_count", 4), setattr(a, "batch_count", 3)), r"a\.batch_count"),
+        (lambda a, b, d: (setattr(d, "batch_count", 4), setattr(d, "batch_stride", 0)), r"d\.batch_stride"),
+    ],
+)
+def test_gemm_argument_errors_raise_value_error_naming_the_argument(mutate, pattern):
+    a, b, d = gemm_args()
+    mutate(a, b, d)
+    for call in (lambda: _C.gemm(a, b, d), lambda: _C.gemm_workspace_size(a, b, d)):
+        with pytest.raises(ValueError, match=pattern) as info:
+            call()
+        assert str(info.value) == _C.last_error()  # the library's own message
+
+
+def test_gemm_c_rules_apply_only_when_beta_is_nonzero():
+    a, b, d = gemm_args()
+    c = mat(0, _C.F16, 64, 64)  # null C
+    _C.gemm_workspace_size(a, b, d, c, 1.0, 0.0)  # beta == 0: C is not read
+    with pytest.raises(ValueError, match=r"c\.ptr: null pointer"):
+        _C.gemm_workspace_size(a, b, d, c, 1.0, 1.0)
+    with pytest.raises(ValueError, match=r"c\.dtype: must equal d\.dtype"):
+        _C.gemm(a, b, d, mat(FAKE + (3 << 30), _C.F32, 64, 64), beta=0.5)
+
+
+def test_gemm_op_codes_and_config_names_are_validated():
+    a, b, d = gemm_args()
+    with pytest.raises(ValueError, match=r"op_a: must be N or T"):
+        _C.gemm(a, b, d, op_a=9)
+    with pytest.raises(ValueError, match=r"config: unknown configuration 'nope' \(known: .*simt_fallback"):
+        _C.gemm(a, b, d, config="nope")
+
+
+def test_gemm_workspace_must_be_aligned_and_present():
+    a, b, d = gemm_args()
+    with pytest.raises(ValueError, match=r"workspace: null pointer"):
+        _C.gemm(a, b, d, workspace=0, workspace_bytes=1024)
+    with pytest.raises(ValueError, match=r"workspace: must be 256-byte aligned"):
+        _C.gemm(a, b, d, workspace=FAKE + 16, workspace_bytes=1024)
+
+
+def test_gemm_select_config_names_a_config_or_reports_no_device():
+    try:
+        name = _C.gemm_select_config(*gemm_args())
+    except RuntimeError as e:  # no GPU here: a CUDA error, not an argument error
+        assert "CUDA" in str(e) or "device" in str(e)
+    else:
+        assert name in [n for n, _ in tessera.configs()]
+
+
+# ------------------------------------------------------------------------- attention arguments
+
+
+@pytest.mark.parametrize(
+    "over, pattern",
+    [
+        (dict(head_dim=80), r"head_dim: 80 is not supported \(supported: .*64"),
+        (dict(heads_q=6, heads_kv=4), r"heads_kv: must divide heads_q"),
+        (dict(q=0), r"q: null pointer"),
+        (dict(o=0), r"o: null pointer"),
+        (dict(k=FAKE + 8), r"k: must be 16-byte aligned"),
+        (dict(dtype=_C.F32), r"dtype: must be f16 or bf16"),
+        (dict(batch=0), r"batch: must be >= 1"),
+        (dict(seqlen_k=0), r"seqlen_k: must be >= 1"),
+        (dict(v_stride=(128 * 2 * 64, 2 * 64, 60)), r"v_stride\[2\] \(head\): must be a multiple of 8"),
+        (dict(q_stride=(-8, 8 * 64, 64)), r"q_stride\[0\] \(batch\): must be >= 0"),
+        (dict(o_stride=(0, 8 * 64, 64)), r"o_stride: batches, rows or heads of O overlap"),
+        (dict(softmax_scale=-1.0), r"softmax_scale: must be finite and >= 0"),
+        (dict(lse=FAKE + 2), r"lse: must be 4-byte aligned"),
+    ],
+)
+def test_attention_argument_errors_raise_value_error_naming_the_argument(over, pattern):
+    with pytest.raises(ValueError, match=pattern) as info:
+        _C.attention(**attn_kwargs(**over))
+    assert str(info.value) == _C.last_error()
+
+
+def test_attention_strides_take_three_modes():
+    with pytest.raises(TypeError):
+        _C.attention(**attn_kwargs(q_stride=(1, 2)))
+
+
+@pytest.mark.skipif(device_reachable(), reason="a CUDA device is visible: valid made-up pointers would be launched on")
+def test_valid_arguments_without_a_device_raise_runtime_error():
+    with pytest.raises(RuntimeError, match=r"CUDA|device"):
+        _C.attention(**attn_kwargs())
+    with pytest.raises(RuntimeError, match=r"CUDA|device"):
+        _C.gemm(*gemm_args())

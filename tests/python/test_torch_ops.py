@@ -1,0 +1,448 @@
+"""PyTorch tests: the custom ops against torch (GEMM: torch.matmul in fp32; attention: SDPA's math
+backend in fp32), bad inputs, torch.compile and CUDA-graph capture.
+
+The module skips without torch; tests marked `gpu` skip without an sm_80+ CUDA device. The
+meta/fake-tensor tests and CPU-tensor rejections run with torch alone.
+"""
+import math
+
+import pytest
+
+from conftest import gpu_reason, torch_or_skip
+
+torch = torch_or_skip()
+import torch.nn.functional as F  # noqa: E402
+
+import tessera  # noqa: E402
+
+_GPU_REASON = gpu_reason(torch)
+gpu = pytest.mark.skipif(_GPU_REASON is not None, reason=_GPU_REASON or "")
+
+TOL = {torch.float16: 2e-3, torch.bfloat16: 1e-2, torch.float32: 3e-4}
+
+
+def rel_err(out, ref):
+    out, ref = out.double(), ref.double()
+    return ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+
+
+def rand(*shape, dtype=torch.float16, device="cuda"):
+    return torch.randn(*shape, device=device, dtype=torch.float32).to(dtype)
+
+
+# ------------------------------------------------------------------------ without a GPU (meta)
+
+
+def test_ops_are_registered():
+    assert hasattr(torch.ops.tessera, "matmul")
+    assert hasattr(torch.ops.tessera, "matmul_out")
+    assert hasattr(torch.ops.tessera, "attention")
+
+
+def test_matmul_fake_shapes_on_meta_tensors():
+    a = torch.empty(3, 64, 32, device="meta", dtype=torch.bfloat16)
+    b = torch.empty(32, 48, device="meta", dtype=torch.bfloat16)
+    d = torch.ops.tessera.matmul(a, b, None, 1.0, 0.0, None)
+    assert d.shape == (3, 64, 48) and d.dtype == torch.bfloat16 and d.device.type == "meta"
+    d = torch.ops.tessera.matmul(a[0], b, None, 1.0, 0.0, torch.float32)
+    assert d.shape == (64, 48) and d.dtype == torch.float32
+    with pytest.raises(ValueError, match="do not broadcast"):
+        torch.ops.tessera.matmul(a, torch.empty(2, 32, 48, device="meta", dtype=torch.bfloat16), None, 1.0, 0.0, None)
+
+
+def test_attention_fake_shapes_on_meta_tensors():
+    q = torch.empty(2, 100, 8, 64, device="meta", dtype=torch.float16)
+    k = torch.empty(2, 50, 2, 64, device="meta", dtype=torch.float16)
+    o, lse = torch.ops.tessera.attention(q, k, k, True, 0.0, True, "bshd")
+    assert o.shape == q.shape and o.is_contiguous() and lse.shape == (2, 8, 100) and lse.dtype == torch.float32
+    qh = q.transpose(1, 2).contiguous()
+    o = tessera.attention(qh, k.transpose(1, 2), k.transpose(1, 2), layout="bhsd")
+    assert o.shape == qh.shape and o.is_contiguous()
+
+
+def test_cpu_tensors_are_rejected():
+    a = torch.randn(8, 8).half()
+    with pytest.raises(ValueError, match="must be a CUDA tensor"):
+        tessera.matmul(a, a)
+    q = torch.randn(1, 8, 1, 64).half()
+    with pytest.raises(ValueError, match="must be a CUDA tensor"):
+        tessera.attention(q, q, q)
+
+
+def test_python_side_argument_errors():
+    a = torch.empty(8, 8, device="meta", dtype=torch.float16)
+    with pytest.raises(NotImplementedError, match="bias and activation"):
+        tessera.matmul(a, a, bias=a[0])
+    with pytest.raises(NotImplementedError, match="bias and activation"):
+        tessera.matmul(a, a, activation="relu")
+    with pytest.raises(ValueError, match="a: must be 2-D"):
+        tessera.matmul(a[0], a)
+    q = torch.empty(1, 8, 1, 64, device="meta", dtype=torch.float16)
+    with pytest.raises(ValueError, match="layout"):
+        tessera.attention(q, q, q, layout="sbhd")
+    with pytest.raises(ValueError, match="scale"):
+        tessera.attention(q, q, q, scale=0.0)
+    with pytest.raises(ValueError, match="q: must be 4-D"):
+        tessera.attention(q[0], q, q)
+
+
+# ------------------------------------------------------------------------------------ GEMM
+
+
+def ref_matmul(a, b, c=None, alpha=1.0, beta=0.0):
+    ref = alpha * torch.matmul(a.float(), b.float())
+    if c is not None and beta != 0.0:
+        ref = ref + beta * c.float()
+    return ref
+
+
+def operand(shape, dtype, major):
+    """A tensor of `shape` whose last two modes are row-major ("row"), column-major ("col", a
+    transposed view), or neither ("strided", every other element: copied by the wrapper)."""
+    if major == "row":
+        return rand(*shape, dtype=dtype)
+    if major == "col":
+        return rand(*shape[:-2], shape[-1], shape[-2], dtype=dtype).transpose(-1, -2)
+    big = rand(*shape[:-2], 2 * shape[-2], 2 * shape[-1], dtype=dtype)
+    return big[..., ::2, ::2]
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("mnk", [(1, 1, 1), (128, 128, 64), (257, 129, 77), (64, 200, 8), (7, 3, 1000)])
+@pytest.mark.parametrize("majors", [("row", "row"), ("col", "row"), ("row", "col"), ("col", "col"), ("strided", "row")])
+def test_matmul_matches_torch(dtype, mnk, majors):
+    m, n, k = mnk
+    a = operand((m, k), dtype, majors[0])
+    b = operand((k, n), dtype, majors[1])
+    d = tessera.matmul(a, b)
+    assert d.shape == (m, n) and d.dtype == dtype and d.is_contiguous()
+    assert rel_err(d, ref_matmul(a, b)) < TOL[dtype]
+
+
+@gpu
+@pytest.mark.parametrize(
+    "a_shape, b_shape",
+    [((4, 96, 64), (4, 64, 80)), ((96, 64), (3, 64, 80)), ((3, 96, 64), (64, 80)), ((1, 96, 64), (5, 64, 80)),
+     ((2, 33, 17), (2, 17, 9))],
+)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_batched_and_broadcast_matmul(a_shape, b_shape, dtype):
+    a, b = rand(*a_shape, dtype=dtype), rand(*b_shape, dtype=dtype)
+    d = tessera.matmul(a, b)
+    ref = ref_matmul(a, b)
+    assert d.shape == ref.shape
+    assert rel_err(d, ref) < TOL[dtype]
+
+
+@gpu
+def test_batched_transposed_views():
+    a = rand(4, 64, 96).transpose(1, 2)  # (4, 96, 64), column-major matrices
+    b = rand(64, 4, 80).transpose(0, 1)  # (4, 64, 80), row-major with batch stride 80
+    d = tessera.matmul(a, b)
+    assert rel_err(d, ref_matmul(a, b)) < TOL[torch.float16]
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_out_dtype_float32_alpha_beta_c(dtype):
+    a, b = rand(100, 72, dtype=dtype), rand(72, 130, dtype=dtype)
+    c = rand(100, 130, dtype=torch.float32)
+    d = tessera.matmul(a, b, c=c, alpha=0.5, beta=-2.0, out_dtype=torch.float32)
+    assert d.dtype == torch.float32
+    assert rel_err(d, ref_matmul(a, b, c, 0.5, -2.0)) < 1e-3
+    c_row = rand(130, dtype=torch.float32)  # broadcast over rows (materialised, then read)
+    d = tessera.matmul(a, b, c=c_row, beta=1.0, out_dtype=torch.float32)
+    assert rel_err(d, ref_matmul(a, b, c_row.expand(100, 130), 1.0, 1.0)) < 1e-3
+
+
+@gpu
+def test_batched_c_broadcast_and_c_ignored_when_beta_zero():
+    a, b = rand(3, 40, 24), rand(3, 24, 56)
+    c = rand(40, 56)
+    d = tessera.matmul(a, b, c=c, beta=1.0)
+    assert rel_err(d, ref_matmul(a, b, c.expand(3, 40, 56), 1.0, 1.0)) < TOL[torch.float16]
+    nan_c = torch.full((40, 56), float("nan"), device="cuda", dtype=torch.float16)
+    d = tessera.matmul(a, b, c=nan_c, beta=0.0)
+    assert torch.isfinite(d).all()
+
+
+@gpu
+def test_out_argument_including_column_major_and_in_place():
+    a, b = rand(64, 48), rand(48, 80)
+    out = torch.empty(64, 80, device="cuda", dtype=torch.float16)
+    assert tessera.matmul(a, b, out=out) is out
+    assert rel_err(out, ref_matmul(a, b)) < TOL[torch.float16]
+    out_t = torch.empty(80, 64, device="cuda", dtype=torch.float16).t()  # column-major view
+    tessera.matmul(a, b, out=out_t)
+    assert rel_err(out_t, ref_matmul(a, b)) < TOL[torch.float16]
+    out_s = torch.zeros(64, 160, device="cuda", dtype=torch.float16)[:, ::2]  # no row/col-major form
+    tessera.matmul(a, b, out=out_s)
+    assert rel_err(out_s, ref_matmul(a, b)) < TOL[torch.float16]
+    acc = rand(64, 80, dtype=torch.float32)
+    expect = ref_matmul(a, b, acc, 1.0, 1.0)
+    tessera.matmul(a, b, c=acc, beta=1.0, out=acc)  # in place: D == C
+    assert rel_err(acc, expect) < 1e-3
+
+
+@gpu
+def test_unaligned_operands_use_workspace_path():
+    base = rand(65 * 70 + 1)
+    a = base[1:].view(65, 70)[:, :63]  # base pointer 2 bytes off 16, ld 70, K = 63
+    b = rand(63, 33)
+    d = tessera.matmul(a, b)
+    assert rel_err(d, ref_matmul(a, b)) < TOL[torch.float16]
+
+
+@gpu
+def test_degenerate_sizes():
+    a, b = rand(0, 16), rand(16, 8)
+    assert tessera.matmul(a, b).shape == (0, 8)
+    a, b = rand(16, 0), rand(0, 8)
+    d = tessera.matmul(a, b)
+    assert d.shape == (16, 8) and (d == 0).all()
+    a, b = rand(0, 16, 4), rand(4, 8)
+    assert tessera.matmul(a, b).shape == (0, 16, 8)
+
+
+@gpu
+def test_matmul_bad_inputs_raise():
+    a = rand(32, 16)
+    with pytest.raises(ValueError, match="K must agree"):
+        tessera.matmul(a, rand(17, 8))
+    with pytest.raises(ValueError, match=r"a\.dtype: must be f16 or bf16"):
+        tessera.matmul(a.float(), rand(16, 8).float())
+    with pytest.raises(ValueError, match=r"b\.dtype: must equal a\.dtype"):
+        tessera.matmul(a, rand(16, 8, dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="not supported by tessera"):
+        tessera.matmul(a.to(torch.int8), a.to(torch.int8).t())
+    with pytest.raises(ValueError, match=r"c\.dtype: must equal d\.dtype"):
+        tessera.matmul(a, rand(16, 8), c=rand(32, 8, dtype=torch.float32), beta=1.0)
+    with pytest.raises(ValueError, match="out: must have shape"):
+        tessera.matmul(a, rand(16, 8), out=rand(8, 32))
+    with pytest.raises(ValueError, match="out_dtype"):
+        tessera.matmul(a, rand(16, 8), out=rand(32, 8), out_dtype=torch.float32)
+    with pytest.raises(ValueError, match="does not broadcast"):
+        tessera.matmul(a, rand(16, 8), c=rand(31, 8), beta=1.0)
+
+
+@gpu
+def test_matmul_runs_on_the_current_stream():
+    a, b = rand(512, 512), rand(512, 512)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        d = tessera.matmul(a, b)
+    s.synchronize()
+    assert rel_err(d, ref_matmul(a, b)) < TOL[torch.float16]
+
+
+@gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+def test_tensors_on_a_non_current_device():
+    a, b = rand(64, 32, device="cuda:1"), rand(32, 16, device="cuda:1")
+    with torch.cuda.device(0):
+        d = tessera.matmul(a, b)
+    assert d.device == a.device and rel_err(d, ref_matmul(a, b)) < TOL[torch.float16]
+
+
+# ------------------------------------------------------------------------------- attention
+
+
+def ref_attention(q, k, v, causal, scale, layout):
+    """fp32 oracle (SDPA math backend) in bhsd, with the bottom-right causal alignment; also the LSE."""
+    if layout == "bshd":
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+    q, k, v = q.float(), k.float(), v.float()
+    hq, hkv = q.shape[1], k.shape[1]
+    k = k.repeat_interleave(hq // hkv, dim=1)
+    v = v.repeat_interleave(hq // hkv, dim=1)
+    sq, sk = q.shape[2], k.shape[2]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    mask = None
+    if causal:
+        i = torch.arange(sq, device=q.device)[:, None]
+        j = torch.arange(sk, device=q.device)[None, :]
+        mask = j <= i + (sk - sq)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.MATH):
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    s = (q @ k.transpose(-1, -2)) * scale
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    visible = torch.isfinite(lse)  # rows that see at least one key
+    o = torch.where(visible[..., None], o, torch.zeros_like(o))
+    if layout == "bshd":
+        o = o.transpose(1, 2)
+    return o, lse
+
+
+def same_precision_attention(q, k, v, causal, scale, layout):
+    """torch SDPA in the inputs' dtype (default backend): the error a same-precision kernel makes."""
+    if layout == "bshd":
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+    hq, hkv = q.shape[1], k.shape[1]
+    k = k.repeat_interleave(hq // hkv, dim=1)
+    v = v.repeat_interleave(hq // hkv, dim=1)
+    sq, sk = q.shape[2], k.shape[2]
+    mask = None
+    if causal:
+        mask = torch.arange(sk, device=q.device)[None, :] <= torch.arange(sq, device=q.device)[:, None] + (sk - sq)
+    o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    o = torch.nan_to_num(o)
+    return o.transpose(1, 2) if layout == "bshd" else o
+
+
+def attn_inputs(b, sq, sk, hq, hkv, d, dtype, layout):
+    if layout == "bshd":
+        return rand(b, sq, hq, d, dtype=dtype), rand(b, sk, hkv, d, dtype=dtype), rand(b, sk, hkv, d, dtype=dtype)
+    return rand(b, hq, sq, d, dtype=dtype), rand(b, hkv, sk, d, dtype=dtype), rand(b, hkv, sk, d, dtype=dtype)
+
+
+def check_attention(q, k, v, causal, scale, layout, dtype):
+    o, lse = tessera.attention(q, k, v, causal=causal, scale=scale, return_lse=True, layout=layout)
+    ref_o, ref_lse = ref_attention(q, k, v, causal, scale, layout)
+    assert o.shape == q.shape and o.dtype == q.dtype and o.is_contiguous()
+    assert lse.shape == ref_lse.shape and lse.dtype == torch.float32
+    err = rel_err(o, ref_o)
+    base = rel_err(same_precision_attention(q, k, v, causal, scale, layout), ref_o)
+    assert err < 2 * TOL[dtype], (err, base)
+    assert err <= max(2 * base, 1e-3), (err, base)
+    finite = torch.isfinite(ref_lse)
+    assert torch.equal(torch.isfinite(lse), finite)
+    assert (lse[finite] - ref_lse[finite]).abs().max().item() < 1e-2
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("head_dim", [64, 96, 128, 256])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_matches_sdpa(dtype, head_dim, causal):
+    q, k, v = attn_inputs(2, 200, 200, 4, 4, head_dim, dtype, "bshd")
+    check_attention(q, k, v, causal, None, "bshd", dtype)
+
+
+@gpu
+@pytest.mark.parametrize("layout", ["bshd", "bhsd"])
+@pytest.mark.parametrize(
+    "b, sq, sk, hq, hkv",
+    [(1, 77, 300, 8, 2), (2, 300, 77, 4, 1), (3, 1, 333, 6, 3), (1, 129, 129, 2, 2), (2, 64, 512, 16, 16)],
+)
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_gqa_seqlens_layouts(layout, b, sq, sk, hq, hkv, causal):
+    q, k, v = attn_inputs(b, sq, sk, hq, hkv, 128, torch.bfloat16, layout)
+    check_attention(q, k, v, causal, 0.1, layout, torch.bfloat16)
+
+
+@gpu
+def test_attention_strided_inputs_from_packed_qkv():
+    qkv = rand(2, 150, 3, 4, 64)  # [B, S, 3, H, D]: q, k, v are strided views (no copies)
+    q, k, v = qkv.unbind(2)
+    check_attention(q, k, v, True, None, "bshd", torch.float16)
+    o = tessera.attention(q, k, v)
+    assert o.is_contiguous()
+    q_nc = rand(1, 64, 2, 128).transpose(-1, -2).contiguous().transpose(-1, -2)  # head dim stride != 1
+    check_attention(q_nc, q_nc, q_nc, False, None, "bshd", torch.float16)
+
+
+@gpu
+def test_attention_without_lse_returns_a_tensor():
+    q, k, v = attn_inputs(1, 64, 64, 2, 2, 64, torch.float16, "bshd")
+    o = tessera.attention(q, k, v)
+    assert isinstance(o, torch.Tensor) and o.shape == q.shape
+
+
+@gpu
+def test_attention_bad_inputs_raise():
+    q, k, v = attn_inputs(1, 64, 64, 4, 4, 64, torch.float16, "bshd")
+    with pytest.raises(ValueError, match="head_dim: 80 is not supported"):
+        x = rand(1, 64, 4, 80)
+        tessera.attention(x, x, x)
+    with pytest.raises(ValueError, match="heads_kv: must divide heads_q"):
+        kk = rand(1, 64, 3, 64)
+        tessera.attention(q, kk, kk)
+    with pytest.raises(ValueError, match="dtype"):
+        tessera.attention(q, k.bfloat16(), v)
+    with pytest.raises(ValueError, match="v: shape"):
+        tessera.attention(q, k, v[:, :32])
+    with pytest.raises(ValueError, match="k: batch and head_dim"):
+        tessera.attention(q, rand(2, 64, 4, 64), rand(2, 64, 4, 64))
+    with pytest.raises(ValueError, match="dtype: must be f16 or bf16"):
+        tessera.attention(q.float(), k.float(), v.float())
+
+
+# ------------------------------------------------------------------ op checks, compile, graphs
+
+
+@gpu
+def test_opcheck():
+    a, b, c = rand(64, 32), rand(32, 48), rand(64, 48)
+    torch.library.opcheck(torch.ops.tessera.matmul.default, (a, b, c, 1.0, 1.0, None))
+    torch.library.opcheck(torch.ops.tessera.matmul.default, (a, b, None, 1.0, 0.0, torch.float32))
+    torch.library.opcheck(torch.ops.tessera.matmul_out.default, (a, b, None, 1.0, 0.0, torch.empty_like(c)))
+    q, k, v = attn_inputs(1, 64, 64, 4, 2, 64, torch.bfloat16, "bshd")
+    torch.library.opcheck(torch.ops.tessera.attention.default, (q, k, v, True, 0.0, True, "bshd"))
+    torch.library.opcheck(torch.ops.tessera.attention.default, (q, k, v, False, 0.0, False, "bshd"))
+
+
+@gpu
+def test_torch_compile_fullgraph():
+    torch._dynamo.reset()
+
+    def f(a, b, c, q, k, v):
+        d = tessera.matmul(a, b, c=c, beta=0.5, out_dtype=torch.float32)
+        o, lse = tessera.attention(q, k, v, causal=True, return_lse=True)
+        return d.sum(-1), o * 2, lse
+
+    a, b, c = rand(128, 64), rand(64, 96), rand(128, 96, dtype=torch.float32)
+    q, k, v = attn_inputs(2, 100, 100, 4, 2, 64, torch.float16, "bshd")
+    eager = f(a, b, c, q, k, v)
+    compiled = torch.compile(f, fullgraph=True)(a, b, c, q, k, v)
+    for x, y in zip(eager, compiled):
+        torch.testing.assert_close(x, y)
+
+
+@gpu
+def test_torch_compile_out_argument():
+    torch._dynamo.reset()
+
+    def f(a, b, out):
+        tessera.matmul(a, b, out=out)
+        return out + 1
+
+    a, b = rand(64, 64), rand(64, 64)
+    out_e, out_c = torch.empty(64, 64, device="cuda", dtype=torch.float16), torch.empty(64, 64, device="cuda",
+                                                                                          dtype=torch.float16)
+    eager = f(a, b, out_e)
+    compiled = torch.compile(f, fullgraph=True)(a, b, out_c)
+    torch.testing.assert_close(eager, compiled)
+    torch.testing.assert_close(out_e, out_c)
+
+
+@gpu
+def test_cuda_graph_capture_and_replay():
+    a, b = rand(256, 192), rand(192, 128)
+    ua = rand(65 * 70 + 1)[1:].view(65, 70)[:, :63]  # unaligned: workspace allocated during capture
+    ub = rand(63, 40)
+    q, k, v = attn_inputs(2, 128, 128, 4, 4, 64, torch.bfloat16, "bshd")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm up outside the capture
+        tessera.matmul(a, b), tessera.matmul(ua, ub), tessera.attention(q, k, v)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        d = tessera.matmul(a, b)
+        ud = tessera.matmul(ua, ub)
+        o = tessera.attention(q, k, v, causal=True)
+    for _ in range(2):
+        a.copy_(rand(256, 192))
+        ua.copy_(rand(65, 63))
+        q.copy_(rand(*q.shape, dtype=q.dtype))
+        g.replay()
+        torch.cuda.synchronize()
+        assert rel_err(d, ref_matmul(a, b)) < TOL[torch.float16]
+        assert rel_err(ud, ref_matmul(ua, ub)) < TOL[torch.float16]
+        assert rel_err(o, ref_attention(q, k, v, True, None, "bshd")[0]) < 2 * TOL[torch.bfloat16]
