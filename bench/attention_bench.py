@@ -163,8 +163,10 @@ def tflops(f, ms):
     return f / (ms * 1e-3) / 1e12 if ms else None
 
 
-def suite(quick, dtypes):
+def suite(quick, dtypes, only_dims=None):
     seqlens, head_dims = (QUICK_SEQLENS, QUICK_HEAD_DIMS) if quick else (SEQLENS, HEAD_DIMS)
+    if only_dims:
+        head_dims = [d for d in head_dims if d in only_dims]
     return [{"b": TOKENS // s, "s": s, "h": HIDDEN // d, "d": d, "causal": causal, "dtype": dt}
             for dt in dtypes for d in head_dims for s in seqlens for causal in (False, True)]
 
@@ -394,7 +396,11 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, default=5, help="warm-up calls per library and shape (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: %(default)s)")
     p.add_argument("--no-lse", action="store_true", help="tessera does not write the log-sum-exp (lse = NULL)")
+    p.add_argument("--head-dims", default=None,
+                   help="comma-separated subset of the suite's head dims (e.g. 128 with TESSERA_ATTN_CONFIG)")
+    p.add_argument("--tag", default="", help="text added to the output file names (e.g. a config name)")
     args = p.parse_args(argv)
+    args.head_dims = [int(x) for x in args.head_dims.split(",")] if args.head_dims else None
     dtypes = args.dtypes.split(",") if args.dtypes else (["bf16"] if args.quick else list(DTYPE_NAMES))
     dtypes = ["fp16" if x in ("f16", "half") else x for x in dtypes]
     unknown = [x for x in dtypes if x not in DTYPE_NAMES]
@@ -428,7 +434,7 @@ def main(argv=None):
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     commit, dirty = git_commit()
     started = utc_now()
-    cases = suite(args.quick, args.dtypes)
+    cases = suite(args.quick, args.dtypes, args.head_dims)
     meta = {
         "suite": "quick" if args.quick else "full",
         "gpu": {"name": props.name, "cc": f"{props.major}.{props.minor}", "sms": props.multi_processor_count,
@@ -454,7 +460,10 @@ def main(argv=None):
     }
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = out_dir / f"attention_{meta['suite']}_{started.strftime('%Y%m%dT%H%M%SZ')}_{commit}"
+    tag = f"_{args.tag}" if args.tag else ""
+    meta["tag"] = args.tag
+    meta["tessera_attn_config"] = os.environ.get("TESSERA_ATTN_CONFIG", "")
+    stem = out_dir / f"attention_{meta['suite']}{tag}_{started.strftime('%Y%m%dT%H%M%SZ')}_{commit}"
     print(f"attention_bench: {len(cases)} shapes on {props.name} (cc {props.major}.{props.minor}), torch "
           f"{torch.__version__}, commit {commit}; results -> {stem}.json", flush=True)
 

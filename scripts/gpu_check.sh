@@ -74,6 +74,13 @@ if [ "$mode" = all ] || [ "$mode" = bench ] || [ "$mode" = attention ]; then
   PYTHONUNBUFFERED=1 python3 bench/attention_bench.py --lib "$build/libtessera.so" --out "$out/results" ${ATTN_ARGS:-} 2>&1 |
     tee "$out/attention.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  # Alternative configurations to compare in the same call: ATTN_VARIANTS="config:head_dims ...".
+  for v in ${ATTN_VARIANTS:-}; do
+    echo "== attention variant ${v%%:*} (head dims ${v##*:})"
+    # shellcheck disable=SC2086
+    TESSERA_ATTN_CONFIG=${v%%:*} PYTHONUNBUFFERED=1 python3 bench/attention_bench.py --lib "$build/libtessera.so" \
+      --out "$out/results" --head-dims "${v##*:}" --tag "${v%%:*}" ${ATTN_ARGS:-} 2>&1 | tee -a "$out/attention.log"
+  done
 fi
 
 # The lease returns at most 8 files: pack the benchmark outputs (JSON, Markdown, PNG) into one.

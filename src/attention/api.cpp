@@ -4,6 +4,8 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "attention/params.hpp"
@@ -36,11 +38,27 @@ const AttnConfig kConfigs[] = {
 
 }  // namespace
 
-// The configuration for a head dim, or null when none is compiled.
+// The default configuration for a head dim (its first row in configs.def), or null.
 const AttnConfig* config_for(int64_t head_dim) {
   for (const AttnConfig& c : kConfigs)
     if (c.d == head_dim) return &c;
   return nullptr;
+}
+
+// TESSERA_ATTN_CONFIG=<name> (for tuning and tests): must name a config of this head dim.
+Status requested_config(int64_t head_dim, const AttnConfig** out) {
+  *out = config_for(head_dim);
+  const char* env = std::getenv("TESSERA_ATTN_CONFIG");
+  if (!env || !*env) return Status::success();
+  for (const AttnConfig& c : kConfigs)
+    if (std::strcmp(c.name, env) == 0) {
+      if (c.d != head_dim)
+        return invalid(std::string("TESSERA_ATTN_CONFIG: '") + env + "' is for head_dim " + std::to_string(c.d) +
+                       ", not " + std::to_string(head_dim));
+      *out = &c;
+      return Status::success();
+    }
+  return invalid(std::string("TESSERA_ATTN_CONFIG: unknown configuration '") + env + "'");
 }
 
 std::string head_dims() {
@@ -130,12 +148,13 @@ Status validate(const AttentionArgs& a) {
 Status attention(const AttentionArgs& args, void* stream) {
   auto impl = [&]() -> Status {
     if (Status s = attn::validate(args); !s.ok()) return s;
+    const attn::AttnConfig* cfg = nullptr;  // an unknown override is an argument error, GPU or not
+    if (Status s = attn::requested_config(args.head_dim, &cfg); !s.ok()) return s;
     detail::DeviceInfo dev;
     if (Status s = detail::current_device(&dev); !s.ok()) return s;
     if (dev.cc_major < 8)
       return detail::fail(TESSERA_STATUS_NOT_SUPPORTED, "attention kernels need an sm_80 or newer GPU; this device is sm_" +
                                                     std::to_string(dev.cc_major * 10 + dev.cc_minor));
-    const attn::AttnConfig* cfg = attn::config_for(args.head_dim);
     if (cfg->smem_bytes > dev.smem_optin)
       return detail::fail(TESSERA_STATUS_NOT_SUPPORTED, std::string(cfg->name) + " needs " + std::to_string(cfg->smem_bytes) +
                                                     " bytes of shared memory; the device allows " +

@@ -85,6 +85,13 @@ __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, 1));
   return fmaxf(x, __shfl_xor_sync(0xffffffff, x, 2));
 }
+// 2^x on the SFU (ex2.approx.ftz: ~2 ulp, flushes denormals, which softmax weights can lose).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ __forceinline__ float quad_sum(float x) {
   x += __shfl_xor_sync(0xffffffff, x, 1);
   return x + __shfl_xor_sync(0xffffffff, x, 2);
@@ -96,7 +103,10 @@ __global__ void __launch_bounds__(T::kThreads) attention_kernel(AttnParams p) {
   constexpr int BM = T::BM, BN = T::BN, D = T::D;
   extern __shared__ __align__(128) unsigned char smem[];
   const int tid = threadIdx.x;
-  const int m_block = blockIdx.x, head = blockIdx.y, b = blockIdx.z;
+  // Causal: the highest query blocks see the most keys; launch them first (longest-first) so the
+  // short ones fill the tail of the grid.
+  const int m_block = T::Causal ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
+  const int head = blockIdx.y, b = blockIdx.z;
   const int head_kv = head / (p.heads_q / p.heads_kv);
   const int row0 = m_block * BM;
   const int diag = p.seqlen_k - p.seqlen_q;  // causal: query i sees keys j <= i + diag
@@ -242,7 +252,8 @@ __global__ void __launch_bounds__(T::kThreads) attention_kernel(AttnParams p) {
       }
 
       // Online softmax, per query row: new max, rescale O and the running sum, P = exp2(...).
-      Tensor o_rc = make_tensor(acc_o.data(), rowcol(acc_o.layout()));
+      float correction[size<0>(s)];
+      bool max_moved = false;
       CUTE_UNROLL
       for (int r = 0; r < size<0>(s); ++r) {
         float mx = row_max[r];
@@ -251,18 +262,27 @@ __global__ void __launch_bounds__(T::kThreads) attention_kernel(AttnParams p) {
         mx = quad_max(mx);
         // A row that has seen only masked keys keeps max = -inf; use 0 so exp2 gives 0, not NaN.
         const float mx_scaled = mx == -INFINITY ? 0.0f : mx * p.scale_log2;
-        const float correction = mx == -INFINITY ? 1.0f : exp2f(row_max[r] * p.scale_log2 - mx_scaled);
+        correction[r] = mx == -INFINITY ? 1.0f : fast_exp2(row_max[r] * p.scale_log2 - mx_scaled);
+        max_moved |= mx != row_max[r];
         row_max[r] = mx;
-        row_sum[r] *= correction;
-        CUTE_UNROLL
-        for (int c = 0; c < size<1>(o_rc); ++c) o_rc(r, c) *= correction;
+        row_sum[r] *= correction[r];
         float sum = 0.0f;
         CUTE_UNROLL
         for (int c = 0; c < size<1>(s); ++c) {
-          s(r, c) = exp2f(s(r, c) * p.scale_log2 - mx_scaled);
+          s(r, c) = fast_exp2(s(r, c) * p.scale_log2 - mx_scaled);
           sum += s(r, c);
         }
         row_sum[r] += sum;  // this thread's part; the quad is summed once at the end
+      }
+      // Rescaling O costs one multiply per O register; once the maxima settle (most key blocks
+      // of a long row) no row of the warp moves, and the warp skips it.
+      if (__any_sync(0xffffffff, max_moved)) {
+        Tensor o_rc = make_tensor(acc_o.data(), rowcol(acc_o.layout()));
+        CUTE_UNROLL
+        for (int r = 0; r < size<0>(o_rc); ++r) {
+          CUTE_UNROLL
+          for (int c = 0; c < size<1>(o_rc); ++c) o_rc(r, c) *= correction[r];
+        }
       }
 
       // O += P V. P stays in registers: the fp32 accumulator, viewed in the A-operand layout, is
