@@ -31,7 +31,7 @@ struct AttnConfig {
 };
 
 const AttnConfig kConfigs[] = {
-#define TESSERA_ATTN_CONFIG(id, name, d, bm, bn, warps, reason) {id, name, d, bm, bn, warps, ((bm) + 3 * (bn)) * (d) * 2},
+#define TESSERA_ATTN_CONFIG(id, name, d, bm, bn, warps, reason) {id, name, d, bm, bn, warps, ((bm) + 2 * (bn)) * (d) * 2},
 #include "attention/configs.def"
 #undef TESSERA_ATTN_CONFIG
 };

@@ -5,8 +5,8 @@
 //     S = Q K^T (registers), mask (causal / sequence tail), online softmax in exp2 with the scale
 //     folded in (running max and sum, rescale of O), P -> f16/bf16 in registers re-used as the A
 //     operand of O += P V.
-//   K has one smem buffer and V two: V(n-1) loads during all of S(n) and P V(n), K(n-1) during
-//   softmax(n) and P V(n); so neither GEMM waits for a load issued just before it.
+//   K and V have one smem buffer each: V(n) loads while S(n) = Q K(n)^T runs, and K(n-1) loads
+//   while P V(n) runs.
 //   O = O / rowsum -> smem (re-using Q's buffer) -> 16-byte coalesced stores; LSE to gmem.
 #pragma once
 
@@ -61,8 +61,7 @@ struct Traits {
 
   static constexpr int kQElems = int(cosize_v<SmemLayoutQ>);
   static constexpr int kKVElems = int(cosize_v<SmemLayoutKV>);
-  // Q, one K buffer, two V buffers (V(n-1) loads while P V(n) reads V(n)).
-  static constexpr int kSmemBytes = (kQElems + 3 * kKVElems) * int(sizeof(Element));
+  static constexpr int kSmemBytes = (kQElems + 2 * kKVElems) * int(sizeof(Element));
   static_assert(BM % (16 * Warps_) == 0 && BN % 16 == 0 && D % 16 == 0, "tile vs MMA");
 };
 
@@ -138,11 +137,8 @@ __global__ void __launch_bounds__(T::kThreads) attention_kernel(AttnParams p) {
   Element* smem_q = reinterpret_cast<Element*>(smem);
   Tensor sQ = make_tensor(make_smem_ptr(smem_q), typename T::SmemLayoutQ{});                       // (BM,D)
   Tensor sK = make_tensor(make_smem_ptr(smem_q + T::kQElems), typename T::SmemLayoutKV{});                // (BN,D)
-  // V stage st (0/1) of the double buffer. Each stage is a whole number of swizzle periods, so both
-  // have the same bank pattern.
-  Element* smem_v = smem_q + T::kQElems + T::kKVElems;
-  auto sV = [&](int st) { return make_tensor(make_smem_ptr(smem_v + st * T::kKVElems), typename T::SmemLayoutKV{}); };  // (BN,D)
-  auto sVt = [&](int st) { return make_tensor(make_smem_ptr(smem_v + st * T::kKVElems), typename T::SmemLayoutVt{}); };  // (D,BN)
+  Tensor sV = make_tensor(make_smem_ptr(smem_q + T::kQElems + T::kKVElems), typename T::SmemLayoutKV{});  // (BN,D)
+  Tensor sVt = make_tensor(sV.data(), typename T::SmemLayoutVt{});                                   // (D,BN)
 
   // ---- copies gmem -> smem (zero-filled outside the sequence) ----
   typename T::GmemCopyIn g2s;
@@ -153,6 +149,7 @@ __global__ void __launch_bounds__(T::kThreads) attention_kernel(AttnParams p) {
   Tensor tKgK = thr_g2s.partition_S(gK);  // (CPY,CPY_N,CPY_D,n_blocks)
   Tensor tKsK = thr_g2s.partition_D(sK);
   Tensor tVgV = thr_g2s.partition_S(gV);
+  Tensor tVsV = thr_g2s.partition_D(sV);
   Tensor tKcK = thr_g2s.partition_S(cK);  // (CPY,CPY_N,CPY_D,n_blocks) -> (s,d)
 
   auto copy_rows = [&](auto const& src, auto& dst, auto const& coords, int rows) {
@@ -181,6 +178,7 @@ __global__ void __launch_bounds__(T::kThreads) attention_kernel(AttnParams p) {
   Tensor tSrQ_v = s2r_q.get_slice(tid).retile_D(tSrQ);
   Tensor tSsK = s2r_k.get_slice(tid).partition_S(sK);
   Tensor tSrK_v = s2r_k.get_slice(tid).retile_D(tSrK);
+  Tensor tOsVt = s2r_v.get_slice(tid).partition_S(sVt);
   Tensor tOrVt_v = s2r_v.get_slice(tid).retile_D(tOrVt);
 
   // Coordinates of each S accumulator element within the (BM, BN) block, viewed (rows, cols).
@@ -199,20 +197,15 @@ __global__ void __launch_bounds__(T::kThreads) attention_kernel(AttnParams p) {
     int n_block = n_blocks - 1;
     copy_rows(tQgQ, tQsQ, tQcQ, p.seqlen_q);
     copy_rows(tKgK(_, _, _, n_block), tKsK, tKcK(_, _, _, n_block), p.seqlen_k);
-    Tensor tVsV = thr_g2s.partition_D(sV(n_block & 1));
-    copy_rows(tVgV(_, _, _, n_block), tVsV, tKcK(_, _, _, n_block), p.seqlen_k);
     cp_async_fence();
 
     for (; n_block >= 0; --n_block) {
       Tensor acc_s = partition_fragment_C(mma, Shape<Int<BM>, Int<BN>>{});  // (MMA,MMA_M,MMA_N) fp32
       clear(acc_s);
       cp_async_wait<0>();
-      __syncthreads();  // K(n), V(n) (and Q) landed; every thread is done reading V(n+1)'s buffer
-      if (n_block > 0) {  // V(n-1) into the buffer V(n+1) used: it has all of S(n) and P V(n) to land
-        Tensor tVsV = thr_g2s.partition_D(sV((n_block - 1) & 1));
-        copy_rows(tVgV(_, _, _, n_block - 1), tVsV, tKcK(_, _, _, n_block - 1), p.seqlen_k);
-        cp_async_fence();
-      }
+      __syncthreads();  // K(n) (and Q) landed; every thread is done reading V(n+1)
+      copy_rows(tVgV(_, _, _, n_block), tVsV, tKcK(_, _, _, n_block), p.seqlen_k);
+      cp_async_fence();
 
       // S = Q K^T, one k-block (16 of D) at a time.
 #ifdef TESSERA_ATTN_PREFETCH
@@ -251,7 +244,8 @@ __global__ void __launch_bounds__(T::kThreads) attention_kernel(AttnParams p) {
         }
       }
 
-      __syncthreads();  // every thread is done reading K(n)
+      cp_async_wait<0>();
+      __syncthreads();  // V(n) landed; every thread is done reading K(n)
       if (n_block > 0) {
         copy_rows(tKgK(_, _, _, n_block - 1), tKsK, tKcK(_, _, _, n_block - 1), p.seqlen_k);
         cp_async_fence();
@@ -296,10 +290,9 @@ __global__ void __launch_bounds__(T::kThreads) attention_kernel(AttnParams p) {
       Tensor tOrP32 = make_tensor(acc_s.data(), acc_as_a(acc_s.layout()));  // (MMA,MMA_M,MMA_K=BN/16) fp32
       // No prefetch of the next V fragment: with d = 128 it is 32 registers, which (next to O's
       // 128 and S's 64) is what pushes 4-warp tiles past 255 registers.
-      Tensor tOsVt = s2r_v.get_slice(tid).partition_S(sVt(n_block & 1));
       CUTE_UNROLL
       for (int kb = 0; kb < size<2>(tOrP32); ++kb) {
-        copy(s2r_v, tOsVt(_, _, kb), tOrVt_v(_, _, kb));  // tOsVt: this block's V stage
+        copy(s2r_v, tOsVt(_, _, kb), tOrVt_v(_, _, kb));
         Tensor tOrP = make_tensor_like<Element>(tOrP32(_, _, kb));  // (MMA,MMA_M)
         CUTE_UNROLL
         for (int i = 0; i < size(tOrP); ++i) tOrP(i) = Element(tOrP32(_, _, kb)(i));
