@@ -33,4 +33,16 @@ fi
 echo "$info"
 echo
 
-exec python3 bench/gemm_suite.py --bin "$cli" --out bench/results "$@"
+status=0
+python3 bench/gemm_suite.py --bin "$cli" --out bench/results "$@" || status=$?
+
+# Attention against torch SDPA (flash and cuDNN) runs where torch with CUDA is installed.
+if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  cmake --build build --target tessera_shared
+  attn_args=()
+  for a in "$@"; do [ "$a" = --quick ] && attn_args+=(--quick); done
+  python3 bench/attention_bench.py --lib build/libtessera.so --out bench/results "${attn_args[@]}" || status=$?
+else
+  echo "attention benchmark skipped: it needs torch with CUDA (pip install torch)"
+fi
+exit $status
