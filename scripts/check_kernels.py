@@ -71,7 +71,7 @@ def main() -> int:
     for k in tc:
         if not has_mma[k]:
             failures.append(f"no HMMA in tensor-core kernel {k[0]} [{k[1]}]")
-    print(f"check_kernels: {len(kernels)} kernel images, {len(tc)} tensor-core GEMM images checked; "
+    print(f"check_kernels: {len(kernels)} kernel images, {len(tc)} tensor-core (GEMM, attention) kernel images checked; "
           f"max registers {max(kernels.values())}")
     for f in failures:
         print("check_kernels: FAIL " + f, file=sys.stderr)

@@ -47,14 +47,14 @@ GemmArgs from_c(const tessera_gemm_args_t& a) {
   return r;
 }
 
-tessera_attention_args_t to_c(const AttentionArgs& a) {
-  tessera_attention_args_t r{};
+// AttentionArgs and tessera_attention_args_t hold the same fields; only the enum/bool types differ.
+template <class To, class From>
+static void copy_attention_fields(To& r, const From& a) {
   r.q = a.q;
   r.k = a.k;
   r.v = a.v;
   r.o = a.o;
   r.lse = a.lse;
-  r.dtype = tessera_dtype_t(a.dtype);
   r.batch = a.batch;
   r.seqlen_q = a.seqlen_q;
   r.seqlen_k = a.seqlen_k;
@@ -68,31 +68,20 @@ tessera_attention_args_t to_c(const AttentionArgs& a) {
     r.o_stride[i] = a.o_stride[i];
   }
   r.softmax_scale = a.softmax_scale;
+}
+
+tessera_attention_args_t to_c(const AttentionArgs& a) {
+  tessera_attention_args_t r{};
+  copy_attention_fields(r, a);
+  r.dtype = tessera_dtype_t(a.dtype);
   r.causal = a.causal ? 1 : 0;
   return r;
 }
 
 AttentionArgs from_c(const tessera_attention_args_t& a) {
   AttentionArgs r;
-  r.q = a.q;
-  r.k = a.k;
-  r.v = a.v;
-  r.o = a.o;
-  r.lse = a.lse;
+  copy_attention_fields(r, a);
   r.dtype = DType(a.dtype);
-  r.batch = a.batch;
-  r.seqlen_q = a.seqlen_q;
-  r.seqlen_k = a.seqlen_k;
-  r.heads_q = a.heads_q;
-  r.heads_kv = a.heads_kv;
-  r.head_dim = a.head_dim;
-  for (int i = 0; i < 3; ++i) {
-    r.q_stride[i] = a.q_stride[i];
-    r.k_stride[i] = a.k_stride[i];
-    r.v_stride[i] = a.v_stride[i];
-    r.o_stride[i] = a.o_stride[i];
-  }
-  r.softmax_scale = a.softmax_scale;
   r.causal = a.causal != 0;
   return r;
 }
