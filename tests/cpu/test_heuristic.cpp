@@ -28,7 +28,7 @@ constexpr Device kH100{"H100", 132, 90, 232448};
 constexpr Device kA100{"A100", 108, 80, 166912};
 constexpr Device kSm86{"sm_86", 84, 86, 101376};
 
-constexpr const char* kLarge = "sm80_128x256x32_s4_w8";
+constexpr const char* kLarge = "sm80_128x256x64_s3_w8";  // the first (preferred) large config
 constexpr const char* kMedium = "sm80_128x128x32_s4_w4";
 constexpr const char* kSmall = "sm80_64x64x32_s3_w4";
 
@@ -52,7 +52,7 @@ TEST(ConfigTable, Consistent) {
   const auto& t = configs();
   ASSERT_GE(t.size(), 2u);
   std::set<std::string> names;
-  int expected_id = 0;
+  std::set<int> ids;
   for (const Config& c : t) {
     SCOPED_TRACE(c.name);
     EXPECT_TRUE(names.insert(c.name).second) << "duplicate name";
@@ -61,7 +61,8 @@ TEST(ConfigTable, Consistent) {
     EXPECT_GE(c.min_cc, 80);
     EXPECT_GT(std::string(c.reason).size(), 20u);
     if (c.kernel == Kernel::Sm80) {
-      EXPECT_EQ(c.id, expected_id++) << "sm80 ids follow configs.def order";
+      // Ids name the generated translation units; the order of the rows is the heuristic's preference.
+      EXPECT_TRUE(ids.insert(c.id).second) << "duplicate sm80 id";
       EXPECT_EQ(c.smem_bytes, smem_formula(c));
       EXPECT_EQ(c.smem_bytes, ti::sm80::smem_bytes(c.id)) << "dispatch.cpp disagrees";
       EXPECT_EQ(std::string(c.name),
