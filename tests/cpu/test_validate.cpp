@@ -545,7 +545,7 @@ TEST(Validate, UnknownConfigName) {
   g.config = "sm80_no_such_tile";
   expect_invalid(g, "config");
   expect_invalid(g, "sm80_no_such_tile");
-  expect_invalid(g, "sm80_128x256x32_s4_w8");  // the message lists the known ones
+  expect_invalid(g, "sm80_128x256x64_s3_w8");  // the message lists the known ones
 }
 
 TEST(Validate, EveryKnownConfigNameAccepted) {
@@ -790,7 +790,7 @@ TEST(CApi, ConfigTable) {
   EXPECT_EQ(tessera_gemm_config_name(n), nullptr);
   EXPECT_EQ(tessera_gemm_config_description(-1), nullptr);
   EXPECT_EQ(tessera_gemm_config_description(n), nullptr);
-  EXPECT_TRUE(names.count("sm80_128x256x32_s4_w8"));
+  EXPECT_TRUE(names.count("sm80_128x256x64_s3_w8"));
   EXPECT_TRUE(names.count("simt_fallback"));
   EXPECT_STREQ(tessera_gemm_config_name(n - 1), "simt_fallback");
 }
