@@ -195,15 +195,35 @@ def matmul(a: Tensor, b: Tensor, *, c: Optional[Tensor] = None, alpha: float = 1
     c: broadcastable to the output; its dtype must equal the output's; not read when beta == 0.
     out_dtype: the output dtype (default a.dtype; float32 allowed). out: write into this tensor
     (shape must match; its dtype is the output dtype) and return it; c may be out itself (in place).
-    bias / activation: fused epilogues are not implemented in the library yet; passing them raises
-    NotImplementedError (add the bias / apply the activation to the result instead).
+    bias: (N,), added to every row (like nn.Linear); activation: None, "relu", "gelu" or "silu",
+    applied last. Not fused yet (the library's epilogue gains them with the Hopper path): each
+    costs one extra pass over the output, in place.
     Runs on the current CUDA stream; workspace (only for operands that are not 16-byte aligned)
     comes from PyTorch's caching allocator. Calls ``torch.ops.tessera.matmul`` (``matmul_out``).
     """
-    if bias is not None or activation is not None:
-        raise NotImplementedError(
-            "tessera.matmul: bias and activation epilogues are not implemented in the library yet; "
-            "pass bias=None, activation=None and apply them to the result")
+    if activation is not None and activation not in _ACTIVATIONS:
+        raise ValueError(f"activation: must be None or one of {sorted(_ACTIVATIONS)} (got {activation!r})")
+    n = b.shape[-1]
+    if bias is not None and (bias.dim() != 1 or bias.shape[0] != n):
+        raise ValueError(f"bias: must have shape ({n},) (N), got {tuple(bias.shape)}")
+    d = _matmul_core(a, b, c, alpha, beta, out, out_dtype)
+    if bias is not None:
+        d.add_(bias.to(d.dtype))
+    if activation is not None:
+        _ACTIVATIONS[activation](d)
+    return d
+
+
+# In-place activations on the GEMM output (gelu has no in-place form: copy back).
+_ACTIVATIONS = {
+    "relu": torch.relu_,
+    "silu": lambda d: torch.nn.functional.silu(d, inplace=True),
+    "gelu": lambda d: d.copy_(torch.nn.functional.gelu(d)),
+}
+
+
+def _matmul_core(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: float, out: Optional[Tensor],
+                 out_dtype: Optional[torch.dtype]) -> Tensor:
     if out is not None:
         if out_dtype is not None and out.dtype != out_dtype:
             raise ValueError(f"out_dtype: {out_dtype} disagrees with out.dtype ({out.dtype})")
