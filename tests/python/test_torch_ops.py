@@ -448,7 +448,7 @@ def test_cuda_graph_capture_and_replay():
         assert rel_err(o, ref_attention(q, k, v, True, None, "bshd")[0]) < 2 * TOL[torch.bfloat16]
 
 
-@pytest.mark.skipif(gpu_reason() is not None, reason=gpu_reason() or "")
+@gpu
 @pytest.mark.parametrize("activation", [None, "relu", "gelu", "silu"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_matmul_bias_and_activation(activation, dtype):
