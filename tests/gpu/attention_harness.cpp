@@ -246,29 +246,8 @@ AttnOutcome run_attention_case(const AttnCase& c) {
     r.message = tessera_last_error();
     return r;
   };
-  if (c.capture_graph) {
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    TT_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    out.status = call();
-    const cudaError_t end = cudaStreamEndCapture(s, &graph);
-    if (end != cudaSuccess) {
-      fail_cuda("cudaStreamEndCapture (did tessera use another stream or a synchronous call?)", end);
-      if (graph) cudaGraphDestroy(graph);
-      return out;
-    }
-    if (out.status.ok()) {
-      cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
-      if (e == cudaSuccess) e = cudaGraphLaunch(exec, s);
-      if (e != cudaSuccess) fail_cuda("graph instantiate/launch", e);
-    }
-    cudaStreamSynchronize(s);
-    if (exec) cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    if (!problems.empty()) return out;
-  } else {
-    out.status = call();
-  }
+  out.status = call_on_stream(s, c.capture_graph, call, &problems);
+  if (!problems.empty()) return out;
   TT_CUDA(cudaStreamSynchronize(s));
   TT_CUDA(cudaGetLastError());
   const std::vector<uint8_t> o_after = to_host(obuf, s, &problems);

@@ -114,4 +114,34 @@ cudaError_t fill_guard(void* p, size_t bytes, uint32_t salt, cudaStream_t stream
   return cudaGetLastError();
 }
 
+tessera::Status call_on_stream(cudaStream_t s, bool capture_graph, const std::function<tessera::Status()>& call,
+                               std::string* problems) {
+  auto fail = [&](const char* what, cudaError_t e) {
+    *problems += std::string(what) + ": " + cudaGetErrorString(e) + "; ";
+    cudaGetLastError();
+  };
+  if (!capture_graph) return call();
+  if (cudaError_t e = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal); e != cudaSuccess) {
+    fail("cudaStreamBeginCapture", e);
+    return tessera::Status::success();
+  }
+  const tessera::Status status = call();
+  cudaGraph_t graph = nullptr;
+  if (cudaError_t e = cudaStreamEndCapture(s, &graph); e != cudaSuccess) {
+    fail("cudaStreamEndCapture (did tessera use another stream or a synchronous call?)", e);
+    if (graph) cudaGraphDestroy(graph);
+    return status;
+  }
+  cudaGraphExec_t exec = nullptr;
+  if (status.ok()) {
+    cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+    if (e == cudaSuccess) e = cudaGraphLaunch(exec, s);
+    if (e != cudaSuccess) fail("graph instantiate/launch", e);
+  }
+  cudaStreamSynchronize(s);
+  if (exec) cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return status;
+}
+
 }  // namespace tessera_test

@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <string>
 
 #include "tessera/tessera.hpp"
 
@@ -80,5 +82,11 @@ cudaError_t fill_uniform_4d(void* base, tessera::DType dtype, const int64_t (&di
 
 // bytes[i] = guard_byte(i, salt).
 cudaError_t fill_guard(void* p, size_t bytes, uint32_t salt, cudaStream_t stream);
+
+// Runs `call` (one tessera call on stream s) directly, or captured into a CUDA graph and replayed
+// (capture fails if tessera leaves the caller's stream or makes a synchronous call). Failures of
+// the CUDA calls around it are appended to *problems as "what: error; "; returns call()'s status.
+tessera::Status call_on_stream(cudaStream_t s, bool capture_graph, const std::function<tessera::Status()>& call,
+                               std::string* problems);
 
 }  // namespace tessera_test
