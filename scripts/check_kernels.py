@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks the compiled kernels of a tessera build: a register spill is an error, and every
 tensor-core GEMM / attention kernel must contain the matrix instruction of its path (HMMA for the sm_80
-mma.sync kernels, on both the sm_80 and sm_90 SASS).
+mma.sync kernels, on both the sm_80 and sm_90 SASS; HGMMA for the sm_90a TMA/WGMMA kernels).
 
 Usage: scripts/check_kernels.py [path/to/libtessera.a]   (default: build/libtessera.a)
 Uses cuobjdump (CUDA toolkit); needs no GPU.
@@ -53,9 +53,10 @@ def main() -> int:
         print(f"check_kernels: no kernels found in {lib}", file=sys.stderr)
         return 1
 
-    # SASS: every sm80 GEMM kernel must issue HMMA.
+    # SASS: the matrix instruction each tensor-core kernel family must issue (mangled-name marker).
+    families = {"4sm8011gemm_kernel": "HMMA", "4sm8016attention_kernel": "HMMA", "4sm9011gemm_kernel": "HGMMA"}
     sass = run([tool, "-sass", lib])
-    current, arch, has_mma = None, "?", {}
+    current, arch, ops = None, "?", {}
     for line in sass.splitlines():
         m = re.search(r"arch = (sm_\d+a?)", line)
         if m:
@@ -63,15 +64,24 @@ def main() -> int:
         m = re.match(r"\s*Function : (\S+)", line)
         if m:
             current = (m.group(1), arch)
-            has_mma[current] = False
-        elif current and "HMMA" in line:
-            has_mma[current] = True
-    # Tensor-core kernels: the sm80 GEMM and attention kernels (mangled names).
-    tc = [k for k in has_mma if "4sm8011gemm_kernel" in k[0] or "4sm8016attention_kernel" in k[0]]
-    for k in tc:
-        if not has_mma[k]:
-            failures.append(f"no HMMA in tensor-core kernel {k[0]} [{k[1]}]")
-    print(f"check_kernels: {len(kernels)} kernel images, {len(tc)} tensor-core (GEMM, attention) kernel images checked; "
+            ops[current] = set()
+        elif current:
+            for op in ("HGMMA", "HMMA"):
+                if re.search(r"\b" + op + r"\.", line):
+                    ops[current].add(op)
+    tc = []
+    for k in ops:
+        want = next((op for marker, op in families.items() if marker in k[0]), None)
+        if want is None:
+            continue
+        tc.append(k)
+        if want not in ops[k]:
+            failures.append(f"no {want} in tensor-core kernel {k[0]} [{k[1]}]")
+    n_sm90 = sum(1 for k in tc if "4sm9011gemm_kernel" in k[0])
+    if n_sm90 == 0:
+        failures.append("no sm_90a GEMM kernel found (expected the TMA/WGMMA family)")
+    print(f"check_kernels: {len(kernels)} kernel images, {len(tc)} tensor-core kernel images checked "
+          f"({n_sm90} sm_90a WGMMA); "
           f"max registers {max(kernels.values())}")
     for f in failures:
         print("check_kernels: FAIL " + f, file=sys.stderr)

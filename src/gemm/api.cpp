@@ -12,6 +12,7 @@
 #include "gemm/fallback/fallback.hpp"
 #include "gemm/plan.hpp"
 #include "gemm/sm80/launch.hpp"
+#include "gemm/sm90/launch.hpp"
 #include "tessera/tessera.hpp"
 
 namespace tessera {
@@ -54,12 +55,15 @@ struct Choice {
 };
 
 // `req`: the caller's requested configuration (requested_config), or null for the heuristic.
-Status choose(const Config* req, const GemmPlan& plan, const detail::DeviceInfo& dev, Choice* out) {
+// `tma_ok`: the operands can be read by TMA (aligned, or padded into the caller's workspace) and K > 0.
+Status choose(const Config* req, const GemmPlan& plan, const detail::DeviceInfo& dev, bool tma_ok, Choice* out) {
   const int cc = dev.cc_major * 10 + dev.cc_minor;
   if (req) {
-    if (cc < req->min_cc || req->smem_bytes > dev.smem_optin)
+    if (cc < req->min_cc || cc > req->max_cc || req->smem_bytes > dev.smem_optin)
       return fail(TESSERA_STATUS_NOT_SUPPORTED, std::string("config: '") + req->name + "' needs sm_" +
-                                                    std::to_string(req->min_cc) + "+ and " +
+                                                    std::to_string(req->min_cc) +
+                                                    (req->max_cc == req->min_cc ? std::string("") : std::string("+")) +
+                                                    " and " +
                                                     std::to_string(req->smem_bytes) + " bytes of shared memory; " +
                                                     "this device is sm_" + std::to_string(cc) + " with " +
                                                     std::to_string(dev.smem_optin));
@@ -67,7 +71,7 @@ Status choose(const Config* req, const GemmPlan& plan, const detail::DeviceInfo&
     return Status::success();
   }
   const gemm_impl::HeuristicInput in{plan.params.m, plan.params.n, plan.params.k, plan.params.batch,
-                                dev.sm_count, cc, dev.smem_optin};
+                                     dev.sm_count, cc, dev.smem_optin, tma_ok};
   *out = {&gemm_impl::select_config(in), false};
   return Status::success();
 }
@@ -107,14 +111,15 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
 
   detail::DeviceInfo dev;
   if (Status s = device_for_gemm(&dev); !s.ok()) return s;
+  const bool aligned = plan.a.aligned && plan.b.aligned;
+  const bool tma_ok = plan.params.k > 0 && (aligned || workspace_bytes >= plan.workspace_bytes);
   Choice choice;
-  if (Status s = choose(req, plan, dev, &choice); !s.ok()) return s;
+  if (Status s = choose(req, plan, dev, tma_ok, &choice); !s.ok()) return s;
   auto stream = static_cast<cudaStream_t>(stream_ptr);
 
   gemm_impl::GemmParams p = plan.params;
-  const bool aligned = plan.a.aligned && plan.b.aligned;
   const Config* cfg = choice.config;
-  if (cfg->kernel == Kernel::Sm80 && !aligned) {
+  if (cfg->kernel != Kernel::Fallback && !aligned) {
     if (workspace_bytes >= plan.workspace_bytes) {
       char* ws = static_cast<char*>(workspace);
       if (!plan.a.aligned)
@@ -132,9 +137,14 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
     }
   }
 
+  // K = 0 (D = beta * C) has no TMA box to describe: any kernel computes it, the fallback will do.
+  if (cfg->kernel == Kernel::Sm90 && p.k == 0) cfg = &gemm_impl::fallback_config();
+
   cudaError_t e;
   if (cfg->kernel == Kernel::Fallback)
     e = gemm_impl::fallback::simt(plan.ab_dtype, plan.a.k_major, plan.b.k_major, plan.params, stream);
+  else if (cfg->kernel == Kernel::Sm90)
+    e = gemm_impl::sm90::run(cfg->id, plan.ab_dtype, plan.a.k_major, plan.b.k_major, p, dev.sm_count, stream);
   else
     e = gemm_impl::sm80::run(cfg->id, plan.ab_dtype, plan.a.k_major, plan.b.k_major, p, stream);
   return cuda_status(e, cfg->name);
@@ -163,8 +173,9 @@ Status gemm_select_config(const GemmArgs& args, std::string* name) {
     detail::DeviceInfo dev;
     if (Status s = device_for_gemm(&dev); !s.ok()) return s;
     Choice choice;
-    if (Status s = choose(req, plan, dev, &choice); !s.ok()) return s;
-    *name = choice.config->name;  // assuming the workspace gemm_workspace_size asks for
+    // Assuming the workspace gemm_workspace_size asks for (so unaligned operands can be padded).
+    if (Status s = choose(req, plan, dev, plan.params.k > 0, &choice); !s.ok()) return s;
+    *name = choice.config->name;
     return Status::success();
   };
   return detail::remember(impl());

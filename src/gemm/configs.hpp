@@ -5,15 +5,16 @@
 
 namespace tessera::gemm_impl {
 
-enum class Kernel { Sm80, Fallback };
+enum class Kernel { Sm80, Sm90, Fallback };
 
 struct Config {
-  int id;               // index in configs.def (sm80); -1 for the fallback
+  int id;               // id in sm80/configs.def or sm90/configs.def; -1 for the fallback
   Kernel kernel;
   const char* name;
   int bm, bn, bk, stages, warps;
   int smem_bytes;       // dynamic shared memory per CTA
   int min_cc;           // compute capability x10
+  int max_cc;           // inclusive; sm_90a code runs on exactly cc 9.0
   const char* reason;
 };
 
@@ -28,9 +29,13 @@ struct HeuristicInput {
   int sm_count;
   int cc;          // e.g. 90
   int smem_optin;  // bytes
+  // Both operands meet TMA's rules (after padding, if the caller gives the workspace) and K > 0:
+  // then an sm_90 device takes the TMA/WGMMA kernels.
+  bool tma_ok = false;
 };
 
-// The sm80 configuration for a problem: the largest tile that still gives every SM at least one
+// The configuration for a problem: on an sm_90 device with TMA-ready operands the sm90 family,
+// else the sm80 family; within the family the largest tile that still gives every SM at least one
 // CTA, among those whose shared memory fits the device.
 const Config& select_config(const HeuristicInput& in);
 

@@ -8,6 +8,8 @@
 
 #include "gemm/configs.hpp"
 #include "gemm/sm80/launch.hpp"
+#include "gemm/sm90/config_shape.hpp"
+#include "gemm/sm90/launch.hpp"
 
 // The library's internal namespace (headers under src/).
 namespace ti = tessera::gemm_impl;
@@ -35,6 +37,13 @@ constexpr const char* kSmall = "sm80_64x64x32_s3_w4";
 const Config& pick(const Device& d, long long m, long long n, long long k, long long batch = 1) {
   return select_config(HeuristicInput{m, n, k, batch, d.sm_count, d.cc, d.smem_optin});
 }
+// The same with TMA-ready operands (aligned or padded, K > 0): Hopper takes the sm90 family.
+const Config& pick_tma(const Device& d, long long m, long long n, long long k, long long batch = 1) {
+  return select_config(HeuristicInput{m, n, k, batch, d.sm_count, d.cc, d.smem_optin, true});
+}
+
+constexpr const char* kSm90Large = "sm90_128x256x64_s4_coop";
+constexpr const char* kSm90Medium = "sm90_128x128x64_s6_coop";
 
 long long tiles(const Config& c, long long m, long long n, long long batch) {
   return ((m + c.bm - 1) / c.bm) * ((n + c.bn - 1) / c.bn) * batch;
@@ -59,6 +68,7 @@ TEST(ConfigTable, Consistent) {
     EXPECT_EQ(ti::find_config(c.name), &c);
     EXPECT_NE(ti::config_names().find(c.name), std::string::npos);
     EXPECT_GE(c.min_cc, 80);
+    EXPECT_GE(c.max_cc, c.min_cc);
     EXPECT_GT(std::string(c.reason).size(), 20u);
     if (c.kernel == Kernel::Sm80) {
       // Ids name the generated translation units; the order of the rows is the heuristic's preference.
@@ -73,6 +83,19 @@ TEST(ConfigTable, Consistent) {
       EXPECT_EQ(c.bn % 16, 0);
       EXPECT_EQ(c.bk % 16, 0);
     }
+    if (c.kernel == Kernel::Sm90) {
+      EXPECT_TRUE(ids.insert(c.id).second) << "duplicate id (sm80 and sm90 ids share one namespace)";
+      EXPECT_EQ(c.smem_bytes, ti::sm90::smem_bytes(c.id)) << "dispatch.cpp disagrees";
+      EXPECT_LE(c.smem_bytes, 232448) << "more than an H100's 227 KB per block";
+      EXPECT_EQ(c.min_cc, 90);
+      EXPECT_EQ(c.max_cc, 90) << "sm_90a SASS runs on cc 9.0 only";
+      EXPECT_EQ(c.bm % 64, 0) << "64 rows per consumer warpgroup";
+      EXPECT_EQ(c.bk % 64, 0) << "one 128-byte swizzle atom deep";
+      EXPECT_EQ(c.warps, 4 * (1 + c.bm / 64)) << "producer + consumer warpgroups";
+      const std::string prefix = "sm90_" + std::to_string(c.bm) + "x" + std::to_string(c.bn) + "x" +
+                                 std::to_string(c.bk) + "_s" + std::to_string(c.stages) + "_";
+      EXPECT_EQ(std::string(c.name).rfind(prefix, 0), 0u) << "the name states the tile";
+    }
   }
   EXPECT_EQ(t.back().kernel, Kernel::Fallback);
   EXPECT_EQ(&t.back(), &ti::fallback_config());
@@ -80,22 +103,58 @@ TEST(ConfigTable, Consistent) {
   EXPECT_EQ(ti::find_config("nope"), nullptr);
   EXPECT_EQ(ti::find_config(""), nullptr);
   EXPECT_EQ(ti::sm80::smem_bytes(999), 0);
+  EXPECT_EQ(ti::sm90::smem_bytes(999), 0);
+  EXPECT_NE(ti::find_config(kSm90Large), nullptr);
+  EXPECT_NE(ti::find_config(kSm90Medium), nullptr);
   EXPECT_NE(ti::find_config(kLarge), nullptr);
   EXPECT_NE(ti::find_config(kMedium), nullptr);
   EXPECT_NE(ti::find_config(kSmall), nullptr);
 }
 
 TEST(ConfigTable, OrderedFromLargestTileToSmallest) {
-  // select_config walks the table in order and keeps the last fitting config as "smallest".
-  long long prev = -1;
-  for (const Config& c : configs()) {
-    if (c.kernel != Kernel::Sm80) continue;
-    const long long area = (long long)c.bm * c.bn;
-    if (prev >= 0) {
-      EXPECT_LE(area, prev) << c.name;
+  // select_config walks each family in table order and keeps the last fitting config as "smallest".
+  for (Kernel family : {Kernel::Sm80, Kernel::Sm90}) {
+    long long prev = -1;
+    for (const Config& c : configs()) {
+      if (c.kernel != family) continue;
+      const long long area = (long long)c.bm * c.bn;
+      if (prev >= 0) {
+        EXPECT_LE(area, prev) << c.name;
+      }
+      prev = area;
     }
-    prev = area;
   }
+}
+
+TEST(ConfigTable, Sm90SmemFormulaMatchesTheLayout) {
+  // The ring, the fp32 epilogue staging and the barriers, rounded to 1024 bytes.
+  EXPECT_EQ(ti::sm90::smem_bytes_for(128, 256, 64, 4), 4 * 384 * 64 * 2 + 2 * 64 * 40 * 4 + 1024);
+  EXPECT_EQ(ti::sm90::smem_bytes_for(128, 128, 64, 6) % 1024, 0);
+  EXPECT_GE(ti::sm90::smem_bytes_for(128, 128, 64, 6), 6 * 256 * 64 * 2 + 2 * 64 * 40 * 4 + 6 * 16);
+}
+
+// ---- the Hopper family ------------------------------------------------------------------------------
+
+TEST(Heuristic, HopperWithTmaReadyOperandsTakesWgmma) {
+  EXPECT_STREQ(pick_tma(kH100, 8192, 8192, 8192).name, kSm90Large);
+  EXPECT_STREQ(pick_tma(kH100, 4096, 4096, 4096).name, kSm90Large);
+  // 1024^2: 32 tiles of 128x256, 64 of 128x128: neither fills 132 SMs -> the smaller tile.
+  EXPECT_STREQ(pick_tma(kH100, 1024, 1024, 1024).name, kSm90Medium);
+  EXPECT_STREQ(pick_tma(kH100, 1, 1, 1).name, kSm90Medium);
+  EXPECT_STREQ(pick_tma(kH100, 128, 16384, 4096).name, kSm90Medium);
+  EXPECT_STREQ(pick_tma(kH100, 128, 65536, 4096).name, kSm90Large);  // 256 tiles
+}
+
+TEST(Heuristic, Sm90OnlyOnCc90) {
+  // sm_90a code does not run on Ampere, Ada or Blackwell: they keep the mma.sync family.
+  const Device later{"sm_100", 264, 100, 232448}, ada{"sm_89", 128, 89, 101376};
+  for (const Device& d : {kA100, kSm86, later, ada})
+    EXPECT_EQ(pick_tma(d, 8192, 8192, 8192).kernel, Kernel::Sm80) << d.name;
+  // Without TMA-ready operands (unaligned and no workspace, or K = 0) Hopper keeps mma.sync too.
+  EXPECT_STREQ(pick(kH100, 8192, 8192, 8192).name, kLarge);
+  // Not enough shared memory for any sm90 config (a cut-down part): the sm80 family, not the fallback.
+  const Device small_smem{"h-small", 132, 90, 166912};
+  EXPECT_EQ(pick_tma(small_smem, 8192, 8192, 8192).kernel, Kernel::Sm80);
 }
 
 // ---- explicit choices ---------------------------------------------------------------------------------

@@ -1,0 +1,53 @@
+// Run-time selection among the compiled sm_90a instantiations (no CuTe here: plain C++).
+#include <array>
+
+#include "gemm/sm90/config_shape.hpp"
+#include "gemm/sm90/launch.hpp"
+
+namespace tessera::gemm_impl::sm90 {
+namespace {
+
+using LaunchFn = cudaError_t (*)(const GemmParams&, int, cudaStream_t);
+struct Row {
+  int id;
+  std::array<LaunchFn, 8> fn;  // [dt (F16, BF16)][a_k_major][b_k_major]
+  int smem;
+};
+
+template <int Cfg>
+constexpr Row row() {
+  using S = ConfigShape<Cfg>;
+  return Row{Cfg,
+             {&launch<Cfg, kF16, false, false>, &launch<Cfg, kF16, false, true>, &launch<Cfg, kF16, true, false>,
+              &launch<Cfg, kF16, true, true>, &launch<Cfg, kBF16, false, false>, &launch<Cfg, kBF16, false, true>,
+              &launch<Cfg, kBF16, true, false>, &launch<Cfg, kBF16, true, true>},
+             smem_bytes_for(S::BM, S::BN, S::BK, S::Stages)};
+}
+
+const Row kRows[] = {
+#define TESSERA_SM90_CONFIG(id, ...) row<id>(),
+#include "gemm/sm90/configs.def"
+#undef TESSERA_SM90_CONFIG
+};
+
+const Row* find(int cfg) {
+  for (const Row& r : kRows)
+    if (r.id == cfg) return &r;
+  return nullptr;
+}
+
+}  // namespace
+
+cudaError_t run(int cfg, int dt, bool a_k_major, bool b_k_major, const GemmParams& p, int sm_count,
+                cudaStream_t stream) {
+  const Row* r = find(cfg);
+  if (!r || (dt != kF16 && dt != kBF16) || p.k <= 0 || sm_count <= 0) return cudaErrorInvalidValue;
+  return r->fn[(dt == kBF16 ? 4 : 0) + (a_k_major ? 2 : 0) + (b_k_major ? 1 : 0)](p, sm_count, stream);
+}
+
+int smem_bytes(int cfg) {
+  const Row* r = find(cfg);
+  return r ? r->smem : 0;
+}
+
+}  // namespace tessera::gemm_impl::sm90

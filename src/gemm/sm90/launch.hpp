@@ -1,0 +1,23 @@
+// Host-side declaration of the sm_90a kernel launchers (defined in launch.cuh and explicitly
+// instantiated once per generated translation unit; see CMakeLists.txt).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include "gemm/kernel_params.hpp"
+
+namespace tessera::gemm_impl::sm90 {
+
+// `sm_count` sizes the persistent grid (one CTA per SM at most).
+template <int Cfg, int DT, bool AKMajor, bool BKMajor>
+cudaError_t launch(const GemmParams& p, int sm_count, cudaStream_t stream);
+
+// Runs configuration `cfg` (an id of sm90/configs.def) for A/B dtype `dt` and the operand majors.
+// Precondition: K > 0 and both operands satisfy TMA's rules (16-byte base, leading dimension and
+// batch stride); gemm/api.cpp guarantees it.
+cudaError_t run(int cfg, int dt, bool a_k_major, bool b_k_major, const GemmParams& p, int sm_count,
+                cudaStream_t stream);
+
+// Dynamic shared memory a configuration needs (bytes), for the heuristic and `tessera info`.
+int smem_bytes(int cfg);
+
+}  // namespace tessera::gemm_impl::sm90
