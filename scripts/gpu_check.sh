@@ -13,6 +13,7 @@ build=${BUILD_DIR:-build}
 export LD_LIBRARY_PATH="$PWD/$build:${LD_LIBRARY_PATH:-}"  # the CLI and GPU tests use libtessera.so
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo "${TESSERA_COMMIT:-unknown}")
 export TESSERA_COMMIT=${TESSERA_COMMIT:-$commit}
+export TESSERA_TUNE_CACHE=""  # measure the heuristic's choices, not a `tessera tune` cache left on the machine
 status=0
 
 {

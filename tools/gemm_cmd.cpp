@@ -79,7 +79,8 @@ void print_report(std::FILE* out, const GemmReport& r) {
   std::fprintf(out, "device    %s (cc %s, %d SMs, L2 %s)\n", dev.name.c_str(), dev.cc().c_str(), dev.sm_count,
                mib(dev.l2_bytes).c_str());
   std::fprintf(out, "problem   %s\n", r.problem.describe().c_str());
-  std::fprintf(out, "config    %s%s\n", r.config.c_str(), r.problem.config.empty() ? " (heuristic)" : "");
+  std::fprintf(out, "config    %s%s\n", r.config.c_str(),
+               r.problem.config.empty() ? " (automatic: tuning cache or heuristic)" : "");
   std::fprintf(out, "inputs    %d set%s of %s rotated, seed %llu\n", r.input_sets, r.input_sets > 1 ? "s" : "",
                mib(r.set_bytes).c_str(), (unsigned long long)r.settings.seed);
   if (r.verify) {

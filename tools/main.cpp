@@ -18,6 +18,7 @@ void print_help(std::FILE* out) {
                "commands:\n"
                "  info       GPU, CUDA versions and the compiled GEMM configurations\n"
                "  gemm       run one GEMM: --verify against cuBLASLt, --compare cublas timing, --json results\n"
+               "  tune       time every GEMM configuration on one problem and cache the fastest for later calls\n"
                "  attention  run one attention forward pass: --verify against an fp32 reference, --json results\n"
                "  help       `tessera help <command>` shows a command's options (as does `<command> --help`)\n\n"
                "exit codes: %d ok, %d verification failed, %d tessera error, %d no CUDA device,\n"
@@ -35,6 +36,8 @@ int help_command(const std::vector<std::string>& args) {
     tessera_cli::print_info_help(stdout);
   } else if (args[0] == "gemm") {
     tessera_cli::print_gemm_help(stdout);
+  } else if (args[0] == "tune") {
+    tessera_cli::print_tune_help(stdout);
   } else if (args[0] == "attention") {
     tessera_cli::print_attention_help(stdout);
   } else {
@@ -46,6 +49,7 @@ int help_command(const std::vector<std::string>& args) {
 int dispatch(const std::string& command, const std::vector<std::string>& args) {
   if (command == "info") return tessera_cli::run_info(args);
   if (command == "gemm") return tessera_cli::run_gemm(args);
+  if (command == "tune") return tessera_cli::run_tune(args);
   if (command == "attention") return tessera_cli::run_attention(args);
   if (command == "help" || command == "--help" || command == "-h") return help_command(args);
   if (command == "--version") {

@@ -73,6 +73,19 @@ struct ConfigInfo {
 };
 std::vector<ConfigInfo> gemm_configs();
 
+// ---- tuning cache (`tessera tune`) ----
+// When no configuration is requested, gemm() first looks for the problem in a cache of measured
+// choices: one line per (device name, compute capability, canonical M, N, K, batch, dtypes,
+// operand majors), later lines win. The file is TESSERA_TUNE_CACHE (set but empty = no cache),
+// else $XDG_CACHE_HOME/tessera/gemm_tune.txt, else $HOME/.cache/tessera/gemm_tune.txt; it is read
+// once per process, at the first GEMM. A cached name this build does not know, or that this device
+// cannot run, is ignored.
+std::string gemm_tune_cache_path();  // "" when the cache is disabled
+// Records `config` as the choice for problems like `args` on the current device: appends to the
+// cache file (creating it and its directories) and applies to later calls in this process.
+// `path` (optional) receives the file written.
+Status gemm_tune_store(const GemmArgs& args, const std::string& config, std::string* path = nullptr);
+
 // ---- attention forward (see tessera_attention_args_t for the rules) ----
 struct AttentionArgs {
   const void* q = nullptr;

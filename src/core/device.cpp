@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -32,6 +33,11 @@ Status current_device(DeviceInfo* info) {
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&d.sm_count, cudaDevAttrMultiProcessorCount, dev);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&d.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&d.l2_bytes, cudaDevAttrL2CacheSize, dev);
+  if (e == cudaSuccess) {  // the name keys the tuning cache; read once per device
+    cudaDeviceProp prop{};
+    e = cudaGetDeviceProperties(&prop, dev);
+    if (e == cudaSuccess) std::snprintf(d.name, sizeof(d.name), "%s", prop.name);
+  }
   if (e != cudaSuccess)
     return fail(TESSERA_STATUS_CUDA_ERROR, std::string("reading device attributes: ") + cudaGetErrorString(e));
   cache.push_back(d);

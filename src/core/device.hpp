@@ -11,6 +11,7 @@ struct DeviceInfo {
   int sm_count = 0;
   int smem_optin = 0;  // max dynamic shared memory per block (bytes)
   int l2_bytes = 0;
+  char name[256] = {};  // cudaDeviceProp::name (a fixed array: copied on every call without allocating)
 };
 
 // Fills `info` for the current device; a CUDA_ERROR status when there is none.

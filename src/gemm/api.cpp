@@ -13,6 +13,7 @@
 #include "gemm/plan.hpp"
 #include "gemm/sm80/launch.hpp"
 #include "gemm/sm90/launch.hpp"
+#include "gemm/tune_cache.hpp"
 #include "tessera/tessera.hpp"
 
 namespace tessera {
@@ -72,7 +73,11 @@ Status choose(const Config* req, const GemmPlan& plan, const detail::DeviceInfo&
   }
   const gemm_impl::HeuristicInput in{plan.params.m, plan.params.n, plan.params.k, plan.params.batch,
                                      dev.sm_count, cc, dev.smem_optin, tma_ok};
-  *out = {&gemm_impl::select_config(in), false};
+  const Config* pick = &gemm_impl::select_config(in);
+  // A configuration `tessera tune` measured fastest here (gemm/tune_cache.hpp), if it can run.
+  if (pick->kernel != Kernel::Fallback)
+    if (const Config* tuned = gemm_impl::tuned_config(plan, dev, tma_ok)) pick = tuned;
+  *out = {pick, false};
   return Status::success();
 }
 

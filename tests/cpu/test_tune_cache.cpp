@@ -1,0 +1,421 @@
+// The GEMM tuning cache (gemm/tune_cache.hpp, gemm/tune.cpp): line format and parse, the file's
+// path from the environment, load/append through temporary files, and which cached
+// configurations gemm() may use (tuned_config). No GPU needed.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include "core/device.hpp"
+#include "gemm/configs.hpp"
+#include "gemm/plan.hpp"
+#include "gemm/tune_cache.hpp"
+#include "tessera/tessera.hpp"
+
+// The library's internal namespace (headers under src/).
+namespace ti = tessera::gemm_impl;
+namespace fs = std::filesystem;
+
+namespace {
+
+using ti::TuneCache;
+using ti::TuneKey;
+
+TuneKey sample_key() {
+  TuneKey k;
+  k.device = "NVIDIA H100 80GB HBM3";
+  k.cc = 90;
+  k.m = 4096;
+  k.n = 2048;
+  k.k = 1024;
+  k.batch = 3;
+  k.ab_dtype = ti::kBF16;
+  k.a_k_major = true;
+  k.b_k_major = false;
+  k.d_dtype = ti::kF32;
+  return k;
+}
+
+void expect_same_key(const TuneKey& a, const TuneKey& b) {
+  EXPECT_EQ(a.device, b.device);
+  EXPECT_EQ(a.cc, b.cc);
+  EXPECT_EQ(a.m, b.m);
+  EXPECT_EQ(a.n, b.n);
+  EXPECT_EQ(a.k, b.k);
+  EXPECT_EQ(a.batch, b.batch);
+  EXPECT_EQ(a.ab_dtype, b.ab_dtype);
+  EXPECT_EQ(a.a_k_major, b.a_k_major);
+  EXPECT_EQ(a.b_k_major, b.b_k_major);
+  EXPECT_EQ(a.d_dtype, b.d_dtype);
+  EXPECT_EQ(ti::tune_key_string(a), ti::tune_key_string(b));
+}
+
+// A fresh directory under the system temp dir, removed with everything in it at the end.
+class TempDir {
+ public:
+  TempDir() {
+    static int counter = 0;
+    path_ = fs::temp_directory_path() /
+            ("tessera_tune_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+void write_file(const fs::path& p, const std::string& text) {
+  std::ofstream out(p);
+  out << text;
+}
+
+// Sets (or, with null, unsets) an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      ::setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      ::unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+// ---- format / parse -------------------------------------------------------------------------------
+
+TEST(TuneCacheFormat, RoundTrip) {
+  const TuneKey key = sample_key();
+  const std::string line = ti::format_tune_line(key, "sm90_128x256x64");
+  EXPECT_EQ(line, "v1 90 4096 2048 1024 3 1 1 0 2 sm90_128x256x64 NVIDIA H100 80GB HBM3");
+  TuneKey back;
+  std::string config;
+  ASSERT_TRUE(ti::parse_tune_line(line, &back, &config));
+  EXPECT_EQ(config, "sm90_128x256x64");
+  expect_same_key(key, back);
+}
+
+TEST(TuneCacheFormat, RoundTripEveryFlagAndDtype) {
+  for (int ab = 0; ab <= 1; ++ab)
+    for (int dt = 0; dt <= 2; ++dt)
+      for (int ak = 0; ak <= 1; ++ak)
+        for (int bk = 0; bk <= 1; ++bk) {
+          TuneKey key = sample_key();
+          key.ab_dtype = ab;
+          key.d_dtype = dt;
+          key.a_k_major = ak;
+          key.b_k_major = bk;
+          key.m = 0;  // empty-but-valid extents parse too
+          key.batch = 1;
+          TuneKey back;
+          std::string config;
+          ASSERT_TRUE(ti::parse_tune_line(ti::format_tune_line(key, "cfg"), &back, &config));
+          expect_same_key(key, back);
+        }
+}
+
+TEST(TuneCacheFormat, DeviceNameIsNormalised) {
+  TuneKey key = sample_key();
+  key.device = "  Weird\tGPU\nname  ";
+  const std::string line = ti::format_tune_line(key, "c");
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  TuneKey back;
+  std::string config;
+  ASSERT_TRUE(ti::parse_tune_line(line, &back, &config));
+  EXPECT_EQ(back.device, "Weird GPU name");
+  EXPECT_EQ(ti::tune_key_string(key), ti::tune_key_string(back));  // the lookup key matches the stored one
+
+  key.device = "";
+  ASSERT_TRUE(ti::parse_tune_line(ti::format_tune_line(key, "c"), &back, &config));
+  EXPECT_EQ(back.device, "unknown");
+  // Trailing blanks and a CR (a file edited on Windows) do not change the device.
+  ASSERT_TRUE(ti::parse_tune_line("v1 90 1 2 3 1 0 1 1 0 cfg  My GPU  \r", &back, &config));
+  EXPECT_EQ(back.device, "My GPU");
+}
+
+TEST(TuneCacheFormat, MalformedLinesAreRejected) {
+  const char* bad[] = {
+      "",
+      "   ",
+      "# v1 90 1 2 3 1 0 1 1 0 cfg GPU",       // comment
+      "v2 90 1 2 3 1 0 1 1 0 cfg GPU",         // unknown version
+      "v1 90 1 2 3 1 0 1 1 0 cfg",             // no device name
+      "v1 90 1 2 3 1 0 1 1 0",                 // no config
+      "v1 90 1 2 3 1 0 1 1",                   // short
+      "v1 x90 1 2 3 1 0 1 1 0 cfg GPU",        // non-numeric
+      "v1 90 1 2 3.5 1 0 1 1 0 cfg GPU",       // not an integer
+      "v1 90 1 2 3 0 0 1 1 0 cfg GPU",         // batch 0
+      "v1 90 -1 2 3 1 0 1 1 0 cfg GPU",        // negative M
+      "v1 0 1 2 3 1 0 1 1 0 cfg GPU",          // cc 0
+      "v1 90 1 2 3 1 7 1 1 0 cfg GPU",         // dtype tag out of range
+      "v1 90 1 2 3 1 0 1 1 9 cfg GPU",         // dtype tag out of range
+      "v1 90 1 2 3 1 0 2 1 0 cfg GPU",         // major flag not 0/1
+      "v1 90 1 2 3 1 0 1 true 0 cfg GPU",      // major flag not 0/1
+      "v1 90 99999999999999999999 2 3 1 0 1 1 0 cfg GPU",  // overflow
+  };
+  for (const char* line : bad) {
+    TuneKey key;
+    std::string config;
+    EXPECT_FALSE(ti::parse_tune_line(line, &key, &config)) << "accepted: '" << line << "'";
+  }
+}
+
+// ---- path ---------------------------------------------------------------------------------------
+
+TEST(TuneCachePath, Selection) {
+  EXPECT_EQ(ti::tune_cache_path_from("/x/cache.txt", "/xdg", "/home/u"), "/x/cache.txt");
+  EXPECT_EQ(ti::tune_cache_path_from("", "/xdg", "/home/u"), "");  // set but empty: disabled
+  EXPECT_EQ(ti::tune_cache_path_from(nullptr, "/xdg", "/home/u"), "/xdg/tessera/gemm_tune.txt");
+  EXPECT_EQ(ti::tune_cache_path_from(nullptr, "", "/home/u"), "/home/u/.cache/tessera/gemm_tune.txt");
+  EXPECT_EQ(ti::tune_cache_path_from(nullptr, nullptr, "/home/u"), "/home/u/.cache/tessera/gemm_tune.txt");
+  EXPECT_EQ(ti::tune_cache_path_from(nullptr, nullptr, nullptr), "");
+  EXPECT_EQ(ti::tune_cache_path_from(nullptr, nullptr, ""), "");
+}
+
+TEST(TuneCachePath, FromEnvironment) {
+  {
+    ScopedEnv t("TESSERA_TUNE_CACHE", "/tmp/explicit_tune.txt");
+    ScopedEnv x("XDG_CACHE_HOME", "/xdg");
+    EXPECT_EQ(ti::tune_cache_path(), "/tmp/explicit_tune.txt");
+  }
+  {
+    ScopedEnv t("TESSERA_TUNE_CACHE", "");
+    ScopedEnv x("XDG_CACHE_HOME", "/xdg");
+    EXPECT_EQ(ti::tune_cache_path(), "");
+  }
+  {
+    ScopedEnv t("TESSERA_TUNE_CACHE", nullptr);
+    ScopedEnv x("XDG_CACHE_HOME", "/xdg");
+    EXPECT_EQ(ti::tune_cache_path(), "/xdg/tessera/gemm_tune.txt");
+  }
+  {
+    ScopedEnv t("TESSERA_TUNE_CACHE", nullptr);
+    ScopedEnv x("XDG_CACHE_HOME", nullptr);
+    ScopedEnv h("HOME", "/home/someone");
+    EXPECT_EQ(ti::tune_cache_path(), "/home/someone/.cache/tessera/gemm_tune.txt");
+  }
+  {
+    ScopedEnv t("TESSERA_TUNE_CACHE", nullptr);
+    ScopedEnv x("XDG_CACHE_HOME", nullptr);
+    ScopedEnv h("HOME", nullptr);
+    EXPECT_EQ(ti::tune_cache_path(), "");
+  }
+}
+
+// ---- the file -----------------------------------------------------------------------------------
+
+TEST(TuneCacheFile, MissingFileIsEmpty) {
+  TempDir dir;
+  TuneCache cache((dir.path() / "none.txt").string());
+  EXPECT_TRUE(cache.empty());
+  EXPECT_EQ(cache.size(), 0u);
+  EXPECT_FALSE(cache.lookup(sample_key()));
+}
+
+TEST(TuneCacheFile, LoadSkipsMalformedAndLaterLinesWin) {
+  TempDir dir;
+  const fs::path file = dir.path() / "cache.txt";
+  TuneKey other = sample_key();
+  other.m = 8192;
+  write_file(file, "# comment\n"
+                   "\n"
+                   "garbage line\n" +
+                       ti::format_tune_line(sample_key(), "first") + "\n" +
+                       "v1 90 4096 2048 1024 3 1 1 0 2 broken\n" +          // no device: ignored
+                       ti::format_tune_line(other, "other") + "\n" +
+                       ti::format_tune_line(sample_key(), "second") + "\n" +  // wins over "first"
+                       "v1 90 4096 2048 1024 3 1 1 0 2 third");               // truncated last line
+  TuneCache cache(file.string());
+  EXPECT_FALSE(cache.empty());
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(cache.lookup(sample_key()).value_or(""), "second");
+  EXPECT_EQ(cache.lookup(other).value_or(""), "other");
+
+  // Any field that differs is another problem.
+  TuneKey k = sample_key();
+  k.device = "NVIDIA H200";
+  EXPECT_FALSE(cache.lookup(k));
+  k = sample_key();
+  k.cc = 80;
+  EXPECT_FALSE(cache.lookup(k));
+  k = sample_key();
+  k.batch = 1;
+  EXPECT_FALSE(cache.lookup(k));
+  k = sample_key();
+  k.b_k_major = true;
+  EXPECT_FALSE(cache.lookup(k));
+  k = sample_key();
+  k.d_dtype = ti::kBF16;
+  EXPECT_FALSE(cache.lookup(k));
+}
+
+TEST(TuneCacheFile, StoreCreatesDirectoriesAndAFreshLoadSeesIt) {
+  TempDir dir;
+  const fs::path file = dir.path() / "nested" / "deeper" / "gemm_tune.txt";
+  {
+    TuneCache cache(file.string());
+    std::string error;
+    ASSERT_TRUE(cache.store(sample_key(), "cfg_a", &error)) << error;
+    EXPECT_EQ(cache.lookup(sample_key()).value_or(""), "cfg_a");  // visible at once in this process
+    ASSERT_TRUE(cache.store(sample_key(), "cfg_b", &error)) << error;
+    EXPECT_EQ(cache.lookup(sample_key()).value_or(""), "cfg_b");
+  }
+  ASSERT_TRUE(fs::exists(file));
+  TuneCache fresh(file.string());  // another process, in effect
+  EXPECT_EQ(fresh.size(), 1u);
+  EXPECT_EQ(fresh.lookup(sample_key()).value_or(""), "cfg_b");
+
+  // A store after entries were loaded from the file keeps the newest value, here and on reload.
+  std::string error;
+  ASSERT_TRUE(fresh.store(sample_key(), "cfg_c", &error)) << error;
+  EXPECT_EQ(fresh.lookup(sample_key()).value_or(""), "cfg_c");
+  TuneCache again(file.string());
+  EXPECT_EQ(again.lookup(sample_key()).value_or(""), "cfg_c");
+}
+
+TEST(TuneCacheFile, StoreBeforeAnyLookupKeepsOlderEntries) {
+  TempDir dir;
+  const fs::path file = dir.path() / "cache.txt";
+  TuneKey other = sample_key();
+  other.n = 64;
+  write_file(file, ti::format_tune_line(other, "old") + "\n" + ti::format_tune_line(sample_key(), "stale") + "\n");
+  TuneCache cache(file.string());
+  std::string error;
+  ASSERT_TRUE(cache.store(sample_key(), "new", &error)) << error;
+  EXPECT_EQ(cache.lookup(sample_key()).value_or(""), "new");
+  EXPECT_EQ(cache.lookup(other).value_or(""), "old");
+}
+
+TEST(TuneCacheFile, StoreFailures) {
+  std::string error;
+  TuneCache disabled("");
+  EXPECT_FALSE(disabled.store(sample_key(), "cfg", &error));
+  EXPECT_NE(error.find("disabled"), std::string::npos) << error;
+  EXPECT_FALSE(disabled.lookup(sample_key()));
+
+  TempDir dir;
+  TuneCache cache((dir.path() / "c.txt").string());
+  EXPECT_FALSE(cache.store(sample_key(), "", &error));
+  EXPECT_FALSE(cache.store(sample_key(), "two words", &error));
+  // The parent "directory" is a file: cannot be created.
+  write_file(dir.path() / "plain", "x");
+  TuneCache blocked((dir.path() / "plain" / "c.txt").string());
+  error.clear();
+  EXPECT_FALSE(blocked.store(sample_key(), "cfg", &error));
+  EXPECT_FALSE(error.empty());
+}
+
+// ---- tuned_config: what gemm() may take from the cache ------------------------------------------
+
+const ti::Config* first_of(ti::Kernel kernel) {
+  for (const ti::Config& c : ti::configs())
+    if (c.kernel == kernel) return &c;
+  return nullptr;
+}
+
+tessera::detail::DeviceInfo device(int cc, int smem_optin = 232448) {
+  tessera::detail::DeviceInfo d;
+  d.device = 0;
+  d.cc_major = cc / 10;
+  d.cc_minor = cc % 10;
+  d.sm_count = 132;
+  d.smem_optin = smem_optin;
+  std::snprintf(d.name, sizeof d.name, "%s", "Test GPU");
+  return d;
+}
+
+ti::GemmPlan plan_for(int64_t m, int64_t n, int64_t k) {
+  tessera::GemmArgs args;
+  const void* p = reinterpret_cast<const void*>(uintptr_t(1) << 20);
+  args.a = tessera::dense(p, tessera::DType::BF16, m, k);
+  args.b = tessera::dense(p, tessera::DType::BF16, k, n);
+  args.d = tessera::dense(reinterpret_cast<void*>(uintptr_t(1) << 21), tessera::DType::F32, m, n);
+  EXPECT_TRUE(ti::validate(args).ok());
+  return ti::make_plan(args);
+}
+
+TEST(TuneCacheUse, TunedConfigChecksTheDevice) {
+  const ti::Config* sm80 = first_of(ti::Kernel::Sm80);
+  const ti::Config* sm90 = first_of(ti::Kernel::Sm90);
+  ASSERT_NE(sm80, nullptr);
+  TempDir dir;
+  TuneCache cache((dir.path() / "c.txt").string());
+  const ti::GemmPlan plan = plan_for(512, 256, 128);
+  const auto h100 = device(90), a100 = device(80);
+  std::string error;
+
+  EXPECT_EQ(ti::tuned_config(cache, plan, h100, true), nullptr);  // nothing cached
+
+  ASSERT_TRUE(cache.store(ti::make_tune_key(plan, a100), sm80->name, &error)) << error;
+  EXPECT_EQ(ti::tuned_config(cache, plan, a100, true), sm80);
+  EXPECT_EQ(ti::tuned_config(cache, plan, a100, false), sm80);  // sm80 kernels need no TMA
+  EXPECT_EQ(ti::tuned_config(cache, plan, h100, true), nullptr);  // keyed on cc: another device
+  EXPECT_EQ(ti::tuned_config(cache, plan_for(512, 256, 64), a100, true), nullptr);  // another problem
+  EXPECT_EQ(ti::tuned_config(cache, plan, device(80, sm80->smem_bytes - 1), true), nullptr);  // smem
+
+  auto renamed = a100;
+  std::snprintf(renamed.name, sizeof renamed.name, "%s", "Other GPU");
+  EXPECT_EQ(ti::tuned_config(cache, plan, renamed, true), nullptr);
+
+  ASSERT_TRUE(cache.store(ti::make_tune_key(plan, a100), "no_such_config", &error)) << error;
+  EXPECT_EQ(ti::tuned_config(cache, plan, a100, true), nullptr);  // unknown to this build
+
+  if (sm90) {
+    ASSERT_TRUE(cache.store(ti::make_tune_key(plan, h100), sm90->name, &error)) << error;
+    EXPECT_EQ(ti::tuned_config(cache, plan, h100, true), sm90);
+    EXPECT_EQ(ti::tuned_config(cache, plan, h100, false), nullptr);  // operands not TMA-ready
+    // An sm_90a config cannot run on an sm_80 device even if an entry says so.
+    ASSERT_TRUE(cache.store(ti::make_tune_key(plan, a100), sm90->name, &error)) << error;
+    EXPECT_EQ(ti::tuned_config(cache, plan, a100, true), nullptr);
+  }
+}
+
+TEST(TuneCacheUse, KeyIsTheCanonicalProblem) {
+  const ti::GemmPlan plan = plan_for(512, 256, 128);
+  const TuneKey key = ti::make_tune_key(plan, device(90));
+  EXPECT_EQ(key.device, "Test GPU");
+  EXPECT_EQ(key.cc, 90);
+  EXPECT_EQ(key.m, plan.params.m);
+  EXPECT_EQ(key.n, plan.params.n);
+  EXPECT_EQ(key.k, 128);
+  EXPECT_EQ(key.batch, 1);
+  EXPECT_EQ(key.ab_dtype, ti::kBF16);
+  EXPECT_EQ(key.d_dtype, ti::kF32);
+  EXPECT_EQ(key.a_k_major, plan.a.k_major);
+  EXPECT_EQ(key.b_k_major, plan.b.k_major);
+}
+
+TEST(TuneCacheUse, StoreRejectsUnknownConfigWithoutAGpu) {
+  tessera::GemmArgs args;
+  const void* p = reinterpret_cast<const void*>(uintptr_t(1) << 20);
+  args.a = tessera::dense(p, tessera::DType::F16, 64, 64);
+  args.b = tessera::dense(p, tessera::DType::F16, 64, 64);
+  args.d = tessera::dense(reinterpret_cast<void*>(uintptr_t(1) << 21), tessera::DType::F16, 64, 64);
+  const tessera::Status s = tessera::gemm_tune_store(args, "no_such_config");
+  EXPECT_EQ(s.code, TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(s.message.find("no_such_config"), std::string::npos) << s.message;
+}
+
+}  // namespace
