@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <ostream>
@@ -834,7 +835,9 @@ TEST_F(GemmConfigSelection, HeuristicMatchesTheTableForThisDevice) {
     const tessera::Status st = tessera::gemm_select_config(fake_args(s.m, s.n, s.k), &name);
     ASSERT_TRUE(st.ok()) << st.message;
     // D column-major: the canonical problem is N x M.
-    const ti::Config& want = ti::select_config(ti::HeuristicInput{s.n, s.m, s.k, 1, f.sm_count, f.cc, f.smem_optin});
+    // gemm_select_config assumes the workspace of gemm_workspace_size: TMA-ready whenever K > 0.
+    const ti::Config& want =
+        ti::select_config(ti::HeuristicInput{s.n, s.m, s.k, 1, f.sm_count, f.cc, f.smem_optin, s.k > 0});
     EXPECT_EQ(name, want.name) << shape_name(s);
     const ti::Config* got = ti::find_config(name);
     ASSERT_NE(got, nullptr);
@@ -845,8 +848,10 @@ TEST_F(GemmConfigSelection, HeuristicMatchesTheTableForThisDevice) {
     ASSERT_EQ(tessera_gemm_select_config(&c, &cname), TESSERA_STATUS_SUCCESS);
     EXPECT_EQ(name, cname);
   }
-  // A large square on a big GPU gets the table's first (preferred) config when it fits.
-  const ti::Config& preferred = ti::configs().front();
+  // A large square on a big GPU gets its family's first (preferred) config when it fits.
+  const ti::Kernel family = f.cc == 90 ? ti::Kernel::Sm90 : ti::Kernel::Sm80;
+  const ti::Config& preferred =
+      *std::find_if(ti::configs().begin(), ti::configs().end(), [&](const ti::Config& c) { return c.kernel == family; });
   if (f.sm_count >= 100 && f.smem_optin >= preferred.smem_bytes) {
     std::string name;
     ASSERT_TRUE(tessera::gemm_select_config(fake_args(4096, 4096, 4096), &name).ok());
@@ -859,7 +864,7 @@ TEST_F(GemmConfigSelection, HeuristicMatchesTheTableForThisDevice) {
     std::string name;
     const tessera::Status st = tessera::gemm_select_config(g, &name);
     const ti::Config* x = ti::find_config(cfg);
-    if (x->smem_bytes > f.smem_optin) {
+    if (x->smem_bytes > f.smem_optin || f.cc < x->min_cc || f.cc > x->max_cc) {
       EXPECT_EQ(st.code, TESSERA_STATUS_NOT_SUPPORTED);
       continue;
     }
