@@ -48,7 +48,9 @@ struct Traits {
   static constexpr bool AKMajor = AKMajor_, BKMajor = BKMajor_;
   static constexpr int kConsumers = BM / 64;  // consumer warpgroups, 64 rows each
   static constexpr int kThreads = 128 * (1 + kConsumers);
-  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // 128*40 + 256*232 <= 64K registers
+  // setmaxnreg: ptxas compiles each role within its count (the producer spilled at 40 once it walked
+  // split-K ranges and clusters); 128*56 + 256*224 = 64512 <= 64K registers.
+  static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
   using Element = typename ElementOf<DT>::type;
 
   // smem: 128-byte swizzle atoms (8 rows x 64 K-elements, or 64 MN-elements x 8 rows) tiled over
@@ -173,22 +175,20 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
 
   const GemmParams& g = p.g;
   // Units of the persistent walk: (cluster tile, K range); a cluster tile is ClusterM tiles along M
-  // (a rank past the last M tile loads zeros by TMA and writes nothing). Each role derives these
-  // itself (a macro, not shared variables): values live across the role branch were spilled.
-#define TESSERA_SM90_WALK                                                                              \
-  const int tiles_m = (g.m + BM - 1) / BM, tiles_n = (g.n + BN - 1) / BN;                              \
-  const int tiles_mc = (tiles_m + ClusterM - 1) / ClusterM;                                            \
-  const int units = tiles_mc * tiles_n * g.batch * p.splits; /* < 2^31: checked by the launcher */     \
-  const int first_unit = int(blockIdx.x) / ClusterM, unit_step = int(gridDim.x) / ClusterM;            \
-  const int k_tiles = (g.k + BK - 1) / BK;                                                             \
-  Tensor sA = make_tensor(make_smem_ptr(smem.a), typename T::SmemLayoutA{}); /* (BM,BK,PIPE) */        \
-  Tensor sB = make_tensor(make_smem_ptr(smem.b), typename T::SmemLayoutB{}); /* (BN,BK,PIPE) */
+  // (a rank past the last M tile loads zeros by TMA and writes nothing).
+  const int tiles_m = (g.m + BM - 1) / BM, tiles_n = (g.n + BN - 1) / BN;
+  const int tiles_mc = (tiles_m + ClusterM - 1) / ClusterM;
+  const int units = tiles_mc * tiles_n * g.batch * p.splits;  // < 2^31: checked by the launcher
+  const int first_unit = int(blockIdx.x) / ClusterM, unit_step = int(gridDim.x) / ClusterM;
+  const int k_tiles = (g.k + BK - 1) / BK;
+
+  Tensor sA = make_tensor(make_smem_ptr(smem.a), typename T::SmemLayoutA{});  // (BM,BK,PIPE)
+  Tensor sB = make_tensor(make_smem_ptr(smem.b), typename T::SmemLayoutB{});  // (BN,BK,PIPE)
 
   if (warp_group == 0) {
     // ---------------- producer ----------------
     cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
     if (warp == 0 && elect_one_sync()) {
-      TESSERA_SM90_WALK
       const int la_n = g.batch_stride_a ? g.batch : 1, lb_n = g.batch_stride_b ? g.batch : 1;
       Tensor mA = p.tma_a.get_tma_tensor(make_shape(g.m, g.k, la_n));                   // (M,K,L) coords
       Tensor mB = p.tma_b.get_tma_tensor(make_shape(g.n, g.k, lb_n));                   // (N,K,L) coords
@@ -219,16 +219,21 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
           if (++stage == Stages) { stage = 0; phase ^= 1; }
         }
       }
+      // Tail (clusters): this CTA may exit only once the consumers of every CTA in the cluster have
+      // released every stage, i.e. once all their remote arrives on this CTA's barriers have landed.
+      // (Peers cannot exit before this CTA's multicast data reached them: they wait for it.)
+      if constexpr (ClusterM > 1) {
+        for (int s = 0; s < Stages; ++s) {
+          EmptyBarrier::wait(&smem.empty[stage], phase ^ 1);
+          if (++stage == Stages) { stage = 0; phase ^= 1; }
+        }
+      }
     }
-    __syncwarp();
-    if constexpr (ClusterM > 1) cluster_sync();  // see the end of the consumers' path
     return;
   }
 
   // ---------------- consumers ----------------
   cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
-  TESSERA_SM90_WALK
-#undef TESSERA_SM90_WALK
   const int ctid = threadIdx.x - 128;  // 0 .. 128*kConsumers-1
   typename T::TiledMma mma;
   auto thr_mma = mma.get_thread_slice(ctid);
@@ -386,8 +391,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       store(row, col, v);
     }
   }
-  // No CTA of a cluster may exit while a peer can still arrive on its barriers or multicast into it.
-  if constexpr (ClusterM > 1) cluster_sync();
 #endif
 }
 
