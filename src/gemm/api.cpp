@@ -117,7 +117,8 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
   detail::DeviceInfo dev;
   if (Status s = device_for_gemm(&dev); !s.ok()) return s;
   const bool aligned = plan.a.aligned && plan.b.aligned;
-  const bool tma_ok = plan.params.k > 0 && (aligned || workspace_bytes >= plan.workspace_bytes);
+  const size_t pad_bytes = plan.a.pad_bytes + plan.b.pad_bytes;  // the workspace's first part
+  const bool tma_ok = plan.params.k > 0 && (aligned || workspace_bytes >= pad_bytes);
   Choice choice;
   if (Status s = choose(req, plan, dev, tma_ok, &choice); !s.ok()) return s;
   auto stream = static_cast<cudaStream_t>(stream_ptr);
@@ -125,7 +126,7 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
   gemm_impl::GemmParams p = plan.params;
   const Config* cfg = choice.config;
   if (cfg->kernel != Kernel::Fallback && !aligned) {
-    if (workspace_bytes >= plan.workspace_bytes) {
+    if (workspace_bytes >= pad_bytes) {
       char* ws = static_cast<char*>(workspace);
       if (!plan.a.aligned)
         if (Status s = pad_into(plan.a, ws, &p.a, &p.lda, &p.batch_stride_a, stream); !s.ok()) return s;
@@ -134,7 +135,7 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
           return s;
     } else if (choice.explicit_choice) {
       return fail(TESSERA_STATUS_NOT_SUPPORTED,
-                  std::string("config: '") + cfg->name + "' needs " + std::to_string(plan.workspace_bytes) +
+                  std::string("config: '") + cfg->name + "' needs " + std::to_string(pad_bytes) +
                       " bytes of workspace to pad an operand that is not 16-byte aligned (got " +
                       std::to_string(workspace_bytes) + "); pass a workspace or use simt_fallback");
     } else {
@@ -148,8 +149,15 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
   cudaError_t e;
   if (cfg->kernel == Kernel::Fallback)
     e = gemm_impl::fallback::simt(plan.ab_dtype, plan.a.k_major, plan.b.k_major, plan.params, stream);
-  else if (cfg->kernel == Kernel::Sm90)
-    e = gemm_impl::sm90::run(cfg->id, plan.ab_dtype, plan.a.k_major, plan.b.k_major, p, dev.sm_count, stream);
+  else if (cfg->kernel == Kernel::Sm90) {
+    // Split-K in the workspace after the pad copies, as many ranges as the caller's bytes allow.
+    gemm_impl::sm90::SplitK split;
+    split.splits = gemm_impl::select_splits(*cfg, p.m, p.n, p.k, p.batch, dev.sm_count);
+    const size_t room = workspace_bytes > pad_bytes ? workspace_bytes - pad_bytes : 0;
+    while (split.splits > 1 && gemm_impl::splitk_bytes(*cfg, p.m, p.n, p.batch, split.splits) > room) --split.splits;
+    if (split.splits > 1) split.workspace = static_cast<char*>(workspace) + pad_bytes;
+    e = gemm_impl::sm90::run(cfg->id, plan.ab_dtype, plan.a.k_major, plan.b.k_major, p, dev.sm_count, split, stream);
+  }
   else
     e = gemm_impl::sm80::run(cfg->id, plan.ab_dtype, plan.a.k_major, plan.b.k_major, p, stream);
   return cuda_status(e, cfg->name);

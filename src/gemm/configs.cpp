@@ -19,9 +19,9 @@ std::vector<Config> build() {
   Config{id, Kernel::Sm80, name, bm, bn, bk, stages, (wm) * (wn), smem_of(bm, bn, bk, stages), 80, 999, reason},
 #include "gemm/sm80/configs.def"
 #undef TESSERA_SM80_CONFIG
-#define TESSERA_SM90_CONFIG(id, name, bm, bn, bk, stages, reason)                                           \
+#define TESSERA_SM90_CONFIG(id, name, bm, bn, bk, stages, cluster_m, throughput, reason)                   \
   Config{id, Kernel::Sm90, name, bm, bn, bk, stages, 4 * (1 + (bm) / 64), sm90::smem_bytes_for(bm, bn, bk, stages), \
-         90, 90, reason},
+         90, 90, reason, throughput, cluster_m},
 #include "gemm/sm90/configs.def"
 #undef TESSERA_SM90_CONFIG
   };
@@ -69,15 +69,77 @@ const Config* select_in(Kernel family, const HeuristicInput& in) {
   return smallest;
 }
 
+// Hopper's cost model: time ~ waves * (k-tiles per unit + split-K fix-up) * (BM * BN) / throughput.
+// Tile area counts the padding a tile wastes at the edges, waves count the idle SMs of a partial
+// last wave. The fix-up (each range writes a BM x BN fp32 partial, the last one reads them all) is
+// charged kSplitKFixupKTiles k-tiles per partial moved: through one SM's share of L2 bandwidth a
+// 128x128 fp32 partial takes about as long as two 128x128x64 k-tiles of WGMMA.
+constexpr long long kSplitKFixupKTiles = 2;
+
+double sm90_cost(const Config& c, long long m, long long n, long long k, long long batch, int sm_count, int splits) {
+  const long long units = ((m + c.bm - 1) / c.bm) * ((n + c.bn - 1) / c.bn) * batch * splits;
+  const long long waves = (units + sm_count - 1) / sm_count;
+  const long long k_tiles = ((k + c.bk - 1) / c.bk + splits - 1) / splits;
+  const long long fixup = splits > 1 ? kSplitKFixupKTiles * (splits + 1) : 0;
+  return double(waves) * double(k_tiles + fixup) * c.bm * c.bn * 100.0 / c.throughput;
+}
+
+// The config of least cost (ties keep the earlier, larger tile).
+const Config* select_sm90(const HeuristicInput& in) {
+  const Config* best = nullptr;
+  double best_cost = 0;
+  for (const Config& c : configs()) {
+    if (c.kernel != Kernel::Sm90 || c.smem_bytes > in.smem_optin || in.cc < c.min_cc || in.cc > c.max_cc) continue;
+    const int splits = select_splits(c, in.m, in.n, in.k, in.batch, in.sm_count);
+    const double cost = sm90_cost(c, in.m, in.n, in.k, in.batch, in.sm_count, splits);
+    if (!best || cost < best_cost) best = &c, best_cost = cost;
+  }
+  return best;
+}
+
 }  // namespace
 
 const Config& select_config(const HeuristicInput& in) {
   // TMA/WGMMA on Hopper when the operands allow it (mma.sync reaches ~65% of Hopper's tensor-core
   // peak, WGMMA all of it); else, or when no sm90 config fits, the mma.sync kernels.
   if (in.cc == 90 && in.tma_ok)
-    if (const Config* c = select_in(Kernel::Sm90, in)) return *c;
+    if (const Config* c = select_sm90(in)) return *c;
   const Config* c = select_in(Kernel::Sm80, in);
   return c ? *c : fallback_config();
+}
+
+int select_splits(const Config& c, long long m, long long n, long long k, long long batch, int sm_count) {
+  if (c.kernel != Kernel::Sm90 || sm_count <= 0) return 1;
+  // Candidates: up to one wave of units, ranges of >= kMinKTilesPerSplit k-tiles, <= kMaxSplits.
+  const long long tiles = ((m + c.bm - 1) / c.bm) * ((n + c.bn - 1) / c.bn) * batch;
+  const long long k_tiles = (k + c.bk - 1) / c.bk;
+  long long most = tiles > 0 ? sm_count / tiles : 1;
+  if (k_tiles / kMinKTilesPerSplit < most) most = k_tiles / kMinKTilesPerSplit;
+  if (most > kMaxSplits) most = kMaxSplits;
+  int best = 1;
+  double best_cost = sm90_cost(c, m, n, k, batch, sm_count, 1);
+  for (int s = 2; s <= most; ++s) {
+    const double cost = sm90_cost(c, m, n, k, batch, sm_count, s);
+    if (cost < best_cost) best = s, best_cost = cost;
+  }
+  return best;
+}
+
+size_t splitk_bytes(const Config& c, long long m, long long n, long long batch, int splits) {
+  if (splits <= 1) return 0;
+  const long long tiles = ((m + c.bm - 1) / c.bm) * ((n + c.bn - 1) / c.bn) * batch;
+  const size_t partials = size_t(tiles) * splits * c.bm * c.bn * sizeof(float);
+  const size_t counters = (size_t(tiles) * sizeof(unsigned) + 255) / 256 * 256;
+  return partials + counters;
+}
+
+size_t splitk_workspace_bound(long long m, long long n, long long k, long long batch) {
+  size_t most = 0;
+  for (const Config& c : configs()) {
+    const size_t b = splitk_bytes(c, m, n, batch, select_splits(c, m, n, k, batch, kSplitKBoundSms));
+    if (b > most) most = b;
+  }
+  return most;
 }
 
 }  // namespace tessera::gemm_impl

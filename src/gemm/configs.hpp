@@ -1,5 +1,6 @@
 // The GEMM configuration table and the heuristic: one place for every tile choice.
 #pragma once
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,8 @@ struct Config {
   int min_cc;           // compute capability x10
   int max_cc;           // inclusive; sm_90a code runs on exactly cc 9.0
   const char* reason;
+  int throughput = 100;  // sm90: % of the best config's FLOP rate on large problems (the cost model's weight)
+  int cluster_m = 1;     // sm90: CTAs per cluster along M (sharing B by TMA multicast)
 };
 
 const std::vector<Config>& configs();
@@ -34,9 +37,27 @@ struct HeuristicInput {
   bool tma_ok = false;
 };
 
-// The configuration for a problem: on an sm_90 device with TMA-ready operands the sm90 family,
-// else the sm80 family; within the family the largest tile that still gives every SM at least one
-// CTA, among those whose shared memory fits the device.
+// The configuration for a problem: on an sm_90 device with TMA-ready operands the sm90 config of
+// least estimated time (waves x k-tiles per unit x tile area / throughput, with split-K), else the
+// largest sm80 tile that still gives every SM at least one CTA; only configs the device can run.
 const Config& select_config(const HeuristicInput& in);
+
+// ---- split-K (sm90 family) ----------------------------------------------------------------------
+// When a problem's output tiles cannot give every SM work (M = 128 LLM decode shapes, 1024^2),
+// K is cut into `splits` ranges of whole k-tiles and the persistent grid walks (tile, range)
+// units. Each unit leaves its fp32 partial tile in the workspace; the last unit of a tile to
+// finish sums the partials in range order (so the result is bitwise reproducible whichever unit
+// finishes last) and runs the epilogue.
+constexpr int kMaxSplits = 16;
+constexpr int kMinKTilesPerSplit = 4;   // a range shorter than the pipeline cannot hide the TMA latency
+constexpr int kSplitKBoundSms = 264;    // gemm_workspace_size covers GPUs with up to this many SMs
+
+// Ranges for one problem: splits * tiles <= sm_count (one wave), each range >= kMinKTilesPerSplit
+// k-tiles; 1 when the tiles already fill the SMs or the config is not an sm90 one.
+int select_splits(const Config& c, long long m, long long n, long long k, long long batch, int sm_count);
+// Workspace for `splits` ranges: the fp32 partial tiles and one arrival counter per tile.
+size_t splitk_bytes(const Config& c, long long m, long long n, long long batch, int splits);
+// Device-free upper bound (any sm90 config, any GPU up to kSplitKBoundSms SMs), for gemm_workspace_size.
+size_t splitk_workspace_bound(long long m, long long n, long long k, long long batch);
 
 }  // namespace tessera::gemm_impl

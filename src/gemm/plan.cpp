@@ -5,6 +5,8 @@
 
 #include "gemm/plan.hpp"
 
+#include "gemm/configs.hpp"
+
 namespace tessera::gemm_impl {
 namespace {
 
@@ -55,7 +57,8 @@ GemmPlan make_plan(const GemmArgs& args) {
   if (plan.swapped) std::swap(a, b);
   plan.a = a;
   plan.b = b;
-  plan.workspace_bytes = a.pad_bytes + b.pad_bytes;
+  plan.splitk_bytes = plan.empty ? 0 : splitk_workspace_bound(a.rows, b.rows, a.k, batch);
+  plan.workspace_bytes = a.pad_bytes + b.pad_bytes + plan.splitk_bytes;
 
   GemmParams& p = plan.params;
   p.m = int(a.rows);

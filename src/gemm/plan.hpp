@@ -37,7 +37,8 @@ struct GemmPlan {
   int ab_dtype = kF16;
   GemmParams params;         // canonical problem, pointing at the caller's operands
   OperandPlan a, b;
-  size_t workspace_bytes = 0;  // sum of the pad copies (0 when both operands are aligned)
+  size_t workspace_bytes = 0;  // the pad copies, then the split-K area (0 for aligned operands without split-K)
+  size_t splitk_bytes = 0;     // upper bound of the split-K area (partial tiles + counters), after the pads
 };
 
 // Precondition: validate(args) succeeded.

@@ -142,7 +142,9 @@ TEST(Heuristic, HopperWithTmaReadyOperandsTakesWgmma) {
   EXPECT_STREQ(pick_tma(kH100, 1024, 1024, 1024).name, kSm90Medium);
   EXPECT_STREQ(pick_tma(kH100, 1, 1, 1).name, kSm90Medium);
   EXPECT_STREQ(pick_tma(kH100, 128, 16384, 4096).name, kSm90Medium);
-  EXPECT_STREQ(pick_tma(kH100, 128, 65536, 4096).name, kSm90Large);  // 256 tiles
+  EXPECT_STREQ(pick_tma(kH100, 128, 65536, 4096).name, kSm90Large);  // 256 tiles: 2 waves either way
+  // N = 128: a 256-wide tile would be half padding; 224 tiles of 128x128 instead.
+  EXPECT_STREQ(pick_tma(kH100, 28672, 128, 4096).name, kSm90Medium);
 }
 
 TEST(Heuristic, Sm90OnlyOnCc90) {
@@ -218,6 +220,57 @@ TEST(Heuristic, NoSm80ConfigFitsFallsBack) {
   EXPECT_EQ(pick(Device{"sm_75", 40, 75, 65536}, 4096, 4096, 4096).kernel, Kernel::Fallback);
   // 48 KiB without opt-in still fits the 64x64 tile.
   EXPECT_STREQ(pick(Device{"48K", 108, 80, 49152}, 4096, 4096, 4096).name, kSmall);
+}
+
+// ---- split-K ------------------------------------------------------------------------------------------
+
+TEST(SplitK, OnlyWhenTheTilesLeaveSMsIdle) {
+  const Config& large = *ti::find_config(kSm90Large);
+  const Config& medium = *ti::find_config(kSm90Medium);
+  // 128 x 4096 x 4096 on 132 SMs: 32 tiles of 128x128 -> 4 ranges of 16 k-tiles (128 units).
+  EXPECT_EQ(ti::select_splits(medium, 128, 4096, 4096, 1, 132), 4);
+  // 1024^2 x 1024: 64 tiles -> 2 ranges of 8 k-tiles.
+  EXPECT_EQ(ti::select_splits(medium, 1024, 1024, 1024, 1, 132), 2);
+  // Enough tiles: no split.
+  EXPECT_EQ(ti::select_splits(large, 8192, 8192, 8192, 1, 132), 1);
+  EXPECT_EQ(ti::select_splits(medium, 2048, 2048, 8192, 1, 132), 1);
+  // Short K: every range keeps >= kMinKTilesPerSplit k-tiles.
+  EXPECT_EQ(ti::select_splits(medium, 128, 128, 64 * 7, 1, 132), 1);
+  // ... and a split must pay for its fix-up: 2 ranges of 4 k-tiles cost more than 8 k-tiles.
+  EXPECT_EQ(ti::select_splits(medium, 128, 128, 64 * 8, 1, 132), 1);
+  // 64 k-tiles on one tile: 5 ranges of 13 k-tiles + the fix-up of 6 partials is the cost minimum.
+  EXPECT_EQ(ti::select_splits(medium, 128, 128, 64 * 64, 1, 132), 5);
+  // One tile, huge K: at most kMaxSplits.
+  EXPECT_EQ(ti::select_splits(medium, 64, 64, 1 << 20, 1, 132), ti::kMaxSplits);
+  // Not for the mma.sync family.
+  EXPECT_EQ(ti::select_splits(*ti::find_config(kSmall), 128, 4096, 4096, 1, 132), 1);
+}
+
+TEST(SplitK, WorkspaceBoundCoversEveryDeviceUpToTheBound) {
+  for (long long m : {1LL, 128LL, 1000LL, 4096LL})
+    for (long long n : {64LL, 4096LL, 28672LL})
+      for (long long k : {64LL, 1000LL, 4096LL, 28672LL})
+        for (long long batch : {1LL, 3LL}) {
+          const size_t bound = ti::splitk_workspace_bound(m, n, k, batch);
+          for (int sms : {16, 108, 132, 170, 200, ti::kSplitKBoundSms})
+            for (const Config& c : configs()) {
+              const int s = ti::select_splits(c, m, n, k, batch, sms);
+              EXPECT_LE(ti::splitk_bytes(c, m, n, batch, s), bound) << c.name << " " << m << "x" << n << "x" << k;
+              EXPECT_LE(s, ti::kMaxSplits);
+              if (s > 1) {
+                EXPECT_GE((k + c.bk - 1) / c.bk / s, ti::kMinKTilesPerSplit);
+                EXPECT_LE(tiles(c, m, n, batch) * s, sms) << "one wave of units";
+              }
+            }
+        }
+  // The bound is 0 when no config would split (aligned operands then need no workspace).
+  EXPECT_EQ(ti::splitk_workspace_bound(8192, 8192, 8192, 1), 0u);
+  EXPECT_EQ(ti::splitk_workspace_bound(64, 64, 64, 1), 0u);
+  // 128 x 4096 x 4096 splits: the bound is positive and at most 16 ranges of every tile of the
+  // largest config (16 tiles of 128x256 fp32) plus the counters.
+  const size_t b = ti::splitk_workspace_bound(128, 4096, 4096, 1);
+  EXPECT_GT(b, 0u);
+  EXPECT_LE(b, size_t(16) * 16 * 128 * 256 * 4 + 256);
 }
 
 // ---- properties over many shapes and devices -------------------------------------------------------------

@@ -623,7 +623,7 @@ TEST(PlanAlignment, WorkspaceSizeMatchesThePlan) {
     size_t bytes = 1;
     ASSERT_TRUE(tessera::gemm_workspace_size(g, &bytes).ok());
     EXPECT_EQ(bytes, plan.workspace_bytes);
-    EXPECT_EQ(bytes, plan.a.pad_bytes + plan.b.pad_bytes);
+    EXPECT_EQ(bytes, plan.a.pad_bytes + plan.b.pad_bytes + plan.splitk_bytes);
     EXPECT_EQ(bytes % 256, 0u);
     check_operand_rule(plan.a, batch, "A");
     check_operand_rule(plan.b, batch, "B");

@@ -41,13 +41,16 @@ CUTE_HOST_DEVICE auto operand_stride(int64_t ld, int64_t batch_stride) {
   else return OperandStride<KMajor>{_1{}, ld, batch_stride};
 }
 
-template <int BM_, int BN_, int BK_, int Stages_, int DT, bool AKMajor_, bool BKMajor_>
+template <int BM_, int BN_, int BK_, int Stages_, int ClusterM_, int DT, bool AKMajor_, bool BKMajor_>
 struct Traits {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, Stages = Stages_;
+  static constexpr int ClusterM = ClusterM_;  // CTAs per cluster along M, sharing B by multicast
   static constexpr bool AKMajor = AKMajor_, BKMajor = BKMajor_;
   static constexpr int kConsumers = BM / 64;  // consumer warpgroups, 64 rows each
   static constexpr int kThreads = 128 * (1 + kConsumers);
-  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // 128*40 + 256*232 <= 64K registers
+  // setmaxnreg: ptxas compiles each role within its count (the producer spilled at 40 once it walked
+  // split-K ranges and clusters); 128*56 + 256*224 = 64512 <= 64K registers.
+  static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
   using Element = typename ElementOf<DT>::type;
 
   // smem: 128-byte swizzle atoms (8 rows x 64 K-elements, or 64 MN-elements x 8 rows) tiled over
@@ -64,19 +67,21 @@ struct Traits {
       Layout<Shape<Int<kConsumers>, _1, _1>>{}));
 
   // Host: TMA descriptors for (rows, K, batches). Broadcast operands (batch stride 0) get one batch.
-  template <bool KMajor, class SmemLayout, int Rows>
+  // B is multicast across the cluster: each CTA loads 1/ClusterM of the box into every CTA.
+  template <bool KMajor, class SmemLayout, int Rows, int Multicast>
   static auto make_tma(const void* ptr, int rows, int k, int batches, int64_t ld, int64_t batch_stride) {
     const int64_t outer = KMajor ? rows : k;
     Tensor g = make_tensor(make_gmem_ptr(static_cast<const Element*>(ptr)),
                            make_shape(rows, k, batch_stride ? batches : 1),
                            operand_stride<KMajor>(ld, batch_stride ? batch_stride : ld * outer));
-    return make_tma_copy(SM90_TMA_LOAD{}, g, SmemLayout{}(_, _, 0), Shape<Int<Rows>, Int<BK>>{}, _1{});
+    using Op = std::conditional_t<(Multicast > 1), SM90_TMA_LOAD_MULTICAST, SM90_TMA_LOAD>;
+    return make_tma_copy(Op{}, g, SmemLayout{}(_, _, 0), Shape<Int<Rows>, Int<BK>>{}, Int<Multicast>{});
   }
   static auto make_tma_a(const GemmParams& p) {
-    return make_tma<AKMajor, SmemLayoutA, BM>(p.a, p.m, p.k, p.batch, p.lda, p.batch_stride_a);
+    return make_tma<AKMajor, SmemLayoutA, BM, 1>(p.a, p.m, p.k, p.batch, p.lda, p.batch_stride_a);
   }
   static auto make_tma_b(const GemmParams& p) {
-    return make_tma<BKMajor, SmemLayoutB, BN>(p.b, p.n, p.k, p.batch, p.ldb, p.batch_stride_b);
+    return make_tma<BKMajor, SmemLayoutB, BN, ClusterM>(p.b, p.n, p.k, p.batch, p.ldb, p.batch_stride_b);
   }
   using TmaA = decltype(make_tma_a(GemmParams{}));
   using TmaB = decltype(make_tma_b(GemmParams{}));
@@ -92,10 +97,12 @@ struct Traits {
     alignas(16) float epi[kConsumers][64 * kEpiLd];
     alignas(8) uint64_t full[Stages];
     uint64_t empty[Stages];
+    uint32_t splitk_last;  // split-K: "this unit finishes its tile", broadcast to the consumers
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
 
   static_assert(BM % 64 == 0 && kConsumers >= 1 && kConsumers <= 2, "64 rows per consumer warpgroup");
+  static_assert(ClusterM == 1 || ClusterM == 2, "clusters of 1 or 2 CTAs along M");
   static_assert(BN % kEpiN == 0 && BK % 64 == 0, "tile vs swizzle atom / epilogue sub-tile");
 };
 
@@ -104,17 +111,35 @@ struct KernelParams {
   GemmParams g;
   typename T::TmaA tma_a;
   typename T::TmaB tma_b;
+  int splits;          // K ranges per tile (1: no split-K)
+  float* partials;     // split-K: [tile][split][BM][BN] fp32 partial tiles
+  unsigned* counters;  // split-K: per-tile count of finished ranges (zero on entry; reset by the last)
 };
+
+// Unit u of the persistent walk = (tile u / splits, K range u % splits): the ranges of one tile run
+// side by side. Range r covers k-tiles [r * k_tiles / splits, (r + 1) * k_tiles / splits).
+// 32-bit arithmetic throughout the walk: a 64-bit division is a subroutine call on the GPU, and
+// its calling convention spilled the producer (split <= 16 and k_tiles < 2^25 keep it exact).
+__device__ __forceinline__ void k_range(int split, int splits, int k_tiles, int& begin, int& end) {
+  begin = split * k_tiles / splits;
+  end = (split + 1) * k_tiles / splits;
+}
 
 // The CTA's i-th tile of the persistent walk -> (batch, tile_m, tile_n); grouped raster per batch.
 struct TileCoord {
   int l, m, n;
 };
-__device__ __forceinline__ TileCoord tile_at(long long tile, int tiles_m, int tiles_n) {
-  const long long per_batch = (long long)tiles_m * tiles_n;
+__device__ __forceinline__ TileCoord tile_at(int tile, int tiles_m, int tiles_n) {
+  const int per_batch = tiles_m * tiles_n;
   TileCoord c;
-  c.l = int(tile / per_batch);
-  grouped_raster(int(tile - c.l * per_batch), tiles_m, tiles_n, c.m, c.n);
+  c.l = tile / per_batch;
+  grouped_raster(tile - c.l * per_batch, tiles_m, tiles_n, c.m, c.n);
+  return c;
+}
+// The tile of cluster rank `rank` in cluster tile `ctile` (clusters are ClusterM tiles tall).
+__device__ __forceinline__ TileCoord cta_tile(int ctile, int tiles_mc, int tiles_n, int rank, int cluster_m) {
+  TileCoord c = tile_at(ctile, tiles_mc, tiles_n);
+  c.m = c.m * cluster_m + rank;
   return c;
 }
 
@@ -128,24 +153,33 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& smem = *reinterpret_cast<typename T::SharedStorage*>(smem_raw);
+  constexpr int ClusterM = T::ClusterM;
   const int warp_group = threadIdx.x / 128;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
+  const int cta_rank = ClusterM > 1 ? int(block_rank_in_cluster()) : 0;  // position along M in the cluster
 
   if (warp == 0 && elect_one_sync()) {
     prefetch_tma_descriptor(p.tma_a.get_tma_descriptor());
     prefetch_tma_descriptor(p.tma_b.get_tma_descriptor());
     for (int s = 0; s < Stages; ++s) {
       FullBarrier::init(&smem.full[s], 1);                     // the producer's arrive + TMA bytes
-      EmptyBarrier::init(&smem.empty[s], 4 * T::kConsumers);  // one arrive per consumer warp
+      // One arrive per consumer warp of every CTA in the cluster: a stage is refilled (by this CTA's
+      // TMA and, through multicast, by its peers') only once all of them have read it.
+      EmptyBarrier::init(&smem.empty[s], 4 * T::kConsumers * ClusterM);
     }
     cutlass::arch::fence_barrier_init();
   }
-  __syncthreads();
+  if constexpr (ClusterM > 1) cluster_sync();  // peers' barriers are initialised before any multicast
+  else __syncthreads();
 
   const GemmParams& g = p.g;
+  // Units of the persistent walk: (cluster tile, K range); a cluster tile is ClusterM tiles along M
+  // (a rank past the last M tile loads zeros by TMA and writes nothing).
   const int tiles_m = (g.m + BM - 1) / BM, tiles_n = (g.n + BN - 1) / BN;
-  const long long tiles = (long long)tiles_m * tiles_n * g.batch;
+  const int tiles_mc = (tiles_m + ClusterM - 1) / ClusterM;
+  const int units = tiles_mc * tiles_n * g.batch * p.splits;  // < 2^31: checked by the launcher
+  const int first_unit = int(blockIdx.x) / ClusterM, unit_step = int(gridDim.x) / ClusterM;
   const int k_tiles = (g.k + BK - 1) / BK;
 
   Tensor sA = make_tensor(make_smem_ptr(smem.a), typename T::SmemLayoutA{});  // (BM,BK,PIPE)
@@ -161,21 +195,36 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       Tensor gA = local_tile(mA, Shape<Int<BM>, Int<BK>>{}, make_coord(_, _, _));        // (BM,BK,m,k,l)
       Tensor gB = local_tile(mB, Shape<Int<BN>, Int<BK>>{}, make_coord(_, _, _));        // (BN,BK,n,k,l)
       auto tma_a = p.tma_a.get_slice(0);
-      auto tma_b = p.tma_b.get_slice(0);
+      auto tma_b = p.tma_b.get_slice(cta_rank);  // this CTA's 1/ClusterM of the B box
       Tensor tAgA = tma_a.partition_S(gA);  // (TMA,TMA_M,TMA_K,m,k,l)
       Tensor tAsA = tma_a.partition_D(sA);  // (TMA,TMA_M,TMA_K,PIPE)
       Tensor tBgB = tma_b.partition_S(gB);  // (TMA,TMA_N,TMA_K,n,k,l)
       Tensor tBsB = tma_b.partition_D(sB);  // (TMA,TMA_N,TMA_K,PIPE)
       int stage = 0;
       uint32_t phase = 0;
-      for (long long tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        const TileCoord c = tile_at(tile, tiles_m, tiles_n);
+      for (int unit = first_unit; unit < units; unit += unit_step) {
+        const TileCoord c = cta_tile(unit / p.splits, tiles_mc, tiles_n, cta_rank, ClusterM);
         const int la = g.batch_stride_a ? c.l : 0, lb = g.batch_stride_b ? c.l : 0;
-        for (int kt = 0; kt < k_tiles; ++kt) {
+        int kt_begin, kt_end;
+        k_range(unit % p.splits, p.splits, k_tiles, kt_begin, kt_end);
+        for (int kt = kt_begin; kt < kt_end; ++kt) {
           EmptyBarrier::wait(&smem.empty[stage], phase ^ 1);  // a fresh barrier passes parity 1
           FullBarrier::arrive_and_expect_tx(&smem.full[stage], T::kTxBytes);
           copy(p.tma_a.with(smem.full[stage]), tAgA(_, _, _, c.m, kt, la), tAsA(_, _, _, stage));
-          copy(p.tma_b.with(smem.full[stage]), tBgB(_, _, _, c.n, kt, lb), tBsB(_, _, _, stage));
+          if constexpr (ClusterM > 1)
+            copy(p.tma_b.with(smem.full[stage], uint16_t((1 << ClusterM) - 1)), tBgB(_, _, _, c.n, kt, lb),
+                 tBsB(_, _, _, stage));
+          else
+            copy(p.tma_b.with(smem.full[stage]), tBgB(_, _, _, c.n, kt, lb), tBsB(_, _, _, stage));
+          if (++stage == Stages) { stage = 0; phase ^= 1; }
+        }
+      }
+      // Tail (clusters): this CTA may exit only once the consumers of every CTA in the cluster have
+      // released every stage, i.e. once all their remote arrives on this CTA's barriers have landed.
+      // (Peers cannot exit before this CTA's multicast data reached them: they wait for it.)
+      if constexpr (ClusterM > 1) {
+        for (int s = 0; s < Stages; ++s) {
+          EmptyBarrier::wait(&smem.empty[stage], phase ^ 1);
           if (++stage == Stages) { stage = 0; phase ^= 1; }
         }
       }
@@ -199,21 +248,37 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   // 16w + lane/4 + 8h (h = 0, 1) and columns 8j + 2(lane%4) + c (c = 0, 1), at acc(c + 2h + 4j).
   const int wg_warp = warp % 4;
   float* epi = smem.epi[warp_group - 1];
-  const int epi_barrier = warp_group;  // named barrier per consumer warpgroup (0 is __syncthreads)
+  // Named barriers: 1..kConsumers one per consumer warpgroup (epilogue), kConsumers + 1 all
+  // consumers (split-K); 0 is __syncthreads.
+  const int epi_barrier = warp_group;
   const int wtid = threadIdx.x % 128;
+
+  // A stage's WGMMAs retired: tell the producers of every CTA in the cluster (lane 0 of each warp).
+  auto release = [&](int s) {
+    if constexpr (ClusterM > 1) {
+      CUTE_UNROLL
+      for (int r = 0; r < ClusterM; ++r) EmptyBarrier::arrive(&smem.empty[s], uint32_t(r), lane == 0);
+    } else if (lane == 0) {
+      EmptyBarrier::arrive(&smem.empty[s]);
+    }
+  };
 
   int stage = 0;
   uint32_t phase = 0;
-  for (long long tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const TileCoord c = tile_at(tile, tiles_m, tiles_n);
+  for (int unit = first_unit; unit < units; unit += unit_step) {
+    const int split = unit % p.splits;
+    const TileCoord c = cta_tile(unit / p.splits, tiles_mc, tiles_n, cta_rank, ClusterM);
+    const long long tile = ((long long)c.l * tiles_m + c.m) * tiles_n + c.n;  // this CTA's tile (split-K slots)
+    int kt_begin, kt_end;
+    k_range(split, p.splits, k_tiles, kt_begin, kt_end);
 
     // Mainloop: one batch of BK/16 WGMMAs per k-tile; the previous batch retires while the next
     // one is issued, and only then is its stage handed back to the producer.
     mma.accumulate_ = GMMA::ScaleOut::Zero;
-    if (k_tiles == 0) clear(acc);
+    if (kt_begin == kt_end) clear(acc);
     warpgroup_fence_operand(acc);
     int prev_stage = -1;
-    for (int kt = 0; kt < k_tiles; ++kt) {
+    for (int kt = kt_begin; kt < kt_end; ++kt) {
       FullBarrier::wait(&smem.full[stage], phase);
       warpgroup_arrive();
       CUTE_UNROLL
@@ -223,43 +288,107 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       }
       warpgroup_commit_batch();
       warpgroup_wait<1>();
-      if (prev_stage >= 0 && lane == 0) EmptyBarrier::arrive(&smem.empty[prev_stage]);
+      if (prev_stage >= 0) release(prev_stage);
       prev_stage = stage;
       if (++stage == Stages) { stage = 0; phase ^= 1; }
     }
     warpgroup_wait<0>();
-    if (prev_stage >= 0 && lane == 0) EmptyBarrier::arrive(&smem.empty[prev_stage]);
+    if (prev_stage >= 0) release(prev_stage);
     warpgroup_fence_operand(acc);
 
-    // Epilogue, one 64 x kEpiN sub-tile at a time through this warpgroup's staging buffer.
-    constexpr int kEpiN = T::kEpiN, kLd = T::kEpiLd;
-    const int row0 = c.m * BM + (warp_group - 1) * 64;
-    CUTE_UNROLL
-    for (int sub = 0; sub < BN / kEpiN; ++sub) {
+    if (c.m >= tiles_m) continue;  // a cluster rank past the last M tile: nothing to write
+
+    // The accumulators leave through this warpgroup's smem staging buffer, one 64 x kEpiN sub-tile
+    // at a time, as 8 consecutive fp32 of one row per thread and step: emit(row, col, v[8]) gets
+    // tile-relative coordinates (row < BM, col < BN, col % 8 == 0).
+    constexpr int kEpiN = T::kEpiN, kLd = T::kEpiLd, kChunksPerRow = kEpiN / 8;
+    const int wg_row0 = (warp_group - 1) * 64;
+    auto staged = [&](auto&& emit) {
       CUTE_UNROLL
-      for (int jj = 0; jj < kEpiN / 8; ++jj) {
-        const int j = sub * (kEpiN / 8) + jj;
+      for (int sub = 0; sub < BN / kEpiN; ++sub) {
         CUTE_UNROLL
-        for (int h = 0; h < 2; ++h) {
-          const int r = 16 * wg_warp + lane / 4 + 8 * h, col = 8 * jj + 2 * (lane % 4);
-          *reinterpret_cast<float2*>(epi + r * kLd + col) = make_float2(acc(4 * j + 2 * h), acc(4 * j + 2 * h + 1));
+        for (int jj = 0; jj < kEpiN / 8; ++jj) {
+          const int j = sub * (kEpiN / 8) + jj;
+          CUTE_UNROLL
+          for (int h = 0; h < 2; ++h) {
+            const int r = 16 * wg_warp + lane / 4 + 8 * h, col = 8 * jj + 2 * (lane % 4);
+            *reinterpret_cast<float2*>(epi + r * kLd + col) = make_float2(acc(4 * j + 2 * h), acc(4 * j + 2 * h + 1));
+          }
         }
-      }
-      cutlass::arch::NamedBarrier::arrive_and_wait(128, epi_barrier);
-      constexpr int kChunksPerRow = kEpiN / 8;
-      CUTE_UNROLL
-      for (int it = 0; it < 64 * kChunksPerRow / 128; ++it) {
-        const int idx = it * 128 + wtid;
-        const int r = idx / kChunksPerRow, c8 = (idx % kChunksPerRow) * 8;
-        const int m = row0 + r, n0 = c.n * BN + sub * kEpiN + c8;
-        if (m < g.m && n0 < g.n) {
+        cutlass::arch::NamedBarrier::arrive_and_wait(128, epi_barrier);
+        CUTE_UNROLL
+        for (int it = 0; it < 64 * kChunksPerRow / 128; ++it) {
+          const int idx = it * 128 + wtid;
+          const int r = idx / kChunksPerRow, c8 = (idx % kChunksPerRow) * 8;
           const float4* src = reinterpret_cast<const float4*>(epi + r * kLd + c8);
           const float4 lo = src[0], hi = src[1];
-          float out[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-          epilogue_row8(g.epi, c.l, m, n0, g.n, out);
+          float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+          emit(wg_row0 + r, sub * kEpiN + c8, v);
+        }
+        cutlass::arch::NamedBarrier::arrive_and_wait(128, epi_barrier);  // the buffer is free again
+      }
+    };
+    auto store = [&](int row, int col, float (&v)[8]) {
+      const int m = c.m * BM + row, n0 = c.n * BN + col;
+      if (m < g.m && n0 < g.n) epilogue_row8(g.epi, c.l, m, n0, g.n, v);
+    };
+
+    if (p.splits == 1) {
+      staged(store);
+      continue;
+    }
+
+    // Split-K: publish this range's partial tile (row-major BM x BN fp32, coalesced), count the
+    // range in, and let only the tile's last range go on. It sums every range's partial from the
+    // workspace (its own too, so the accumulators are dead by then: no register pressure) in range
+    // order, p_0 + p_1 + ...: the same bits whichever range finished last.
+    constexpr int kCThreads = 128 * T::kConsumers;
+    float* const tile_partials = p.partials + tile * p.splits * (BM * BN);
+    float* const mine = tile_partials + split * (BM * BN);
+    staged([&](int row, int col, float (&v)[8]) {
+      float4* dst = reinterpret_cast<float4*>(mine + row * BN + col);
+      __stcg(dst, make_float4(v[0], v[1], v[2], v[3]));
+      __stcg(dst + 1, make_float4(v[4], v[5], v[6], v[7]));
+    });
+    __threadfence();
+    cutlass::arch::NamedBarrier::arrive_and_wait(kCThreads, T::kConsumers + 1);
+    if (ctid == 0) {
+      const unsigned done = atomicAdd(p.counters + tile, 1u);
+      const bool last = done == unsigned(p.splits - 1);
+      if (last) p.counters[tile] = 0;  // ready for the next call on this workspace
+      smem.splitk_last = last;
+    }
+    cutlass::arch::NamedBarrier::arrive_and_wait(kCThreads, T::kConsumers + 1);
+    if (!smem.splitk_last) continue;
+    __threadfence();
+    constexpr int kRowChunks = BN / 8;
+    for (int idx = wtid; idx < 64 * kRowChunks; idx += 128) {
+      const int row = wg_row0 + idx / kRowChunks, col = (idx % kRowChunks) * 8;
+      const float4* src = reinterpret_cast<const float4*>(tile_partials + row * BN + col);
+      float4 lo = __ldcg(src), hi = __ldcg(src + 1);
+      // Ranges four at a time: their loads are independent, so one L2 round trip serves four.
+      int r = 1;
+      for (; r + 4 <= p.splits; r += 4) {
+        float4 x[8];
+        CUTE_UNROLL
+        for (int q = 0; q < 4; ++q) {
+          const float4* part = src + size_t(r + q) * (BM * BN / 4);
+          x[2 * q] = __ldcg(part), x[2 * q + 1] = __ldcg(part + 1);
+        }
+        CUTE_UNROLL
+        for (int q = 0; q < 4; ++q) {
+          lo.x += x[2 * q].x, lo.y += x[2 * q].y, lo.z += x[2 * q].z, lo.w += x[2 * q].w;
+          hi.x += x[2 * q + 1].x, hi.y += x[2 * q + 1].y, hi.z += x[2 * q + 1].z, hi.w += x[2 * q + 1].w;
         }
       }
-      cutlass::arch::NamedBarrier::arrive_and_wait(128, epi_barrier);  // the buffer is free for the next sub-tile
+      for (; r < p.splits; ++r) {
+        const float4* part = src + size_t(r) * (BM * BN / 4);
+        const float4 a = __ldcg(part), b = __ldcg(part + 1);
+        lo.x += a.x, lo.y += a.y, lo.z += a.z, lo.w += a.w;
+        hi.x += b.x, hi.y += b.y, hi.z += b.z, hi.w += b.w;
+      }
+      float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      store(row, col, v);
     }
   }
 #endif

@@ -12,35 +12,66 @@
 namespace tessera::gemm_impl::sm90 {
 
 template <int Cfg, int DT, bool AKMajor, bool BKMajor>
-using TraitsOf = Traits<ConfigShape<Cfg>::BM, ConfigShape<Cfg>::BN, ConfigShape<Cfg>::BK, ConfigShape<Cfg>::Stages, DT,
-                        AKMajor, BKMajor>;
+using TraitsOf = Traits<ConfigShape<Cfg>::BM, ConfigShape<Cfg>::BN, ConfigShape<Cfg>::BK, ConfigShape<Cfg>::Stages,
+                        ConfigShape<Cfg>::ClusterM, DT, AKMajor, BKMajor>;
 
 template <int Cfg, int DT, bool AKMajor, bool BKMajor>
-cudaError_t launch(const GemmParams& p, int sm_count, cudaStream_t stream) {
+cudaError_t launch(const GemmParams& p, int sm_count, const SplitK& split, cudaStream_t stream) {
   using T = TraitsOf<Cfg, DT, AKMajor, BKMajor>;
   using S = ConfigShape<Cfg>;
   static_assert(T::kSmemBytes == smem_bytes_for(S::BM, S::BN, S::BK, S::Stages), "host smem formula is stale");
   auto* kernel = &gemm_kernel<T>;
 
-  // Raise the dynamic shared-memory limit once per device (it is a per-context attribute).
+  // Per device, once: raise the dynamic shared-memory limit (a per-context attribute) and ask how
+  // many clusters fit at once (the persistent grid's size; GPCs may leave SMs a cluster cannot use).
   static std::atomic<unsigned long long> configured{0};
+  static std::atomic<int> max_clusters[64];
   int dev = 0;
   if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
   const unsigned long long bit = 1ull << (dev & 63);
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute cluster_attr = {};
+  cluster_attr.id = cudaLaunchAttributeClusterDimension;
+  cluster_attr.val.clusterDim.x = T::ClusterM;
+  cluster_attr.val.clusterDim.y = 1;
+  cluster_attr.val.clusterDim.z = 1;
+  cfg.blockDim = dim3(T::kThreads);
+  cfg.dynamicSmemBytes = T::kSmemBytes;
+  cfg.stream = stream;
+  cfg.attrs = &cluster_attr;
+  cfg.numAttrs = 1;
   if (!(configured.load(std::memory_order_acquire) & bit)) {
     if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
         e != cudaSuccess)
       return e;
+    int clusters = sm_count / T::ClusterM;
+    if constexpr (T::ClusterM > 1) {
+      cfg.gridDim = dim3(unsigned(sm_count / T::ClusterM * T::ClusterM));
+      if (cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg); e != cudaSuccess) return e;
+      if (clusters < 1) return cudaErrorLaunchOutOfResources;
+    }
+    max_clusters[dev & 63].store(clusters, std::memory_order_relaxed);
     configured.fetch_or(bit, std::memory_order_acq_rel);
   }
+  const int clusters = max_clusters[dev & 63].load(std::memory_order_relaxed);
 
   return launch_batched(p, [&](const GemmParams& q) {
-    const KernelParams<T> kp{q, T::make_tma_a(q), T::make_tma_b(q)};
-    // Persistent: at most one CTA per SM, each walking tiles blockIdx.x, + gridDim.x, ...
     const long long tiles = (long long)((q.m + T::BM - 1) / T::BM) * ((q.n + T::BN - 1) / T::BN) * q.batch;
-    const unsigned grid = unsigned(tiles < sm_count ? tiles : sm_count);
-    kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(kp);
-    return cudaGetLastError();
+    KernelParams<T> kp{q, T::make_tma_a(q), T::make_tma_b(q), split.splits, nullptr, nullptr};
+    if (split.splits > 1) {
+      // Layout of gemm_impl::splitk_bytes: partial tiles, then one counter per tile (zeroed here;
+      // the kernel leaves them zero again).
+      kp.partials = static_cast<float*>(split.workspace);
+      kp.counters = reinterpret_cast<unsigned*>(kp.partials + tiles * split.splits * T::BM * T::BN);
+      if (cudaError_t e = cudaMemsetAsync(kp.counters, 0, tiles * sizeof(unsigned), stream); e != cudaSuccess)
+        return e;
+    }
+    // Persistent: at most one CTA per SM, each cluster walking its units cluster_id, + clusters, ...
+    const long long tiles_mc = ((q.m + T::BM - 1) / T::BM + T::ClusterM - 1) / T::ClusterM;
+    const long long units = tiles_mc * ((q.n + T::BN - 1) / T::BN) * q.batch * split.splits;
+    if (units > 0x7fffffffLL) return cudaErrorInvalidValue;  // the kernel walks units in 32 bits
+    cfg.gridDim = dim3(unsigned((units < clusters ? units : clusters) * T::ClusterM));
+    return cudaLaunchKernelEx(&cfg, kernel, kp);
   });
 }
 
