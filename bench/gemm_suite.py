@@ -228,6 +228,39 @@ def markdown(meta, rows):
     return "\n".join(lines) + "\n"
 
 
+def plot(png_path, meta, rows):
+    """Ratio tessera / cuBLAS per shape, one bar group per dtype, a line at 1.0. False without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    labels = []
+    for row in rows:
+        label = f"{row['shape']} {row['case']['layout']}"
+        if label not in labels:
+            labels.append(label)
+    fig, ax = plt.subplots(figsize=(max(8, 0.32 * len(labels)), 5))
+    width = 0.8 / max(1, len(meta["dtypes"]))
+    for i, dtype in enumerate(meta["dtypes"]):
+        values = {f"{r['shape']} {r['case']['layout']}": r["result"]["ratio"] for r in rows
+                  if r["status"] == "ok" and r["result"] and r["case"]["dtype"] == dtype and r["result"].get("ratio")}
+        xs = [j + i * width for j, label in enumerate(labels) if label in values]
+        ax.bar(xs, [values[label] for label in labels if label in values], width, label=dtype)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(labels))])
+    ax.set_xticklabels(labels, rotation=90, fontsize=7)
+    ax.set_ylabel("tessera / cuBLASLt")
+    g, n = geomean(ratios(rows))
+    ax.set_title(f"GEMM, {meta['gpu']['name']}, commit {meta['commit']}: geometric mean {fmt(g, '.3f')} over {n}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def write_outputs(json_path, md_path, meta, rows):
     json_path.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
     md_path.write_text(markdown(meta, rows))
@@ -303,6 +336,11 @@ def main(argv=None):
     print()
     print(markdown(meta, rows), end="")
     print(f"\nwrote {json_path}\nwrote {md_path}")
+    png_path = md_path.with_suffix(".png")
+    try:
+        print(f"wrote {png_path}" if plot(png_path, meta, rows) else "no plot: matplotlib is not installed")
+    except Exception as e:  # the plot is a convenience; the JSON and Markdown above are the record
+        print(f"no plot: {e}", file=sys.stderr)
     bad = [r for r in rows if r["status"] == "verify_failed" or r["exit_code"] == EXIT_TESSERA_ERROR]
     return 1 if bad or meta.get("interrupted") else 0
 

@@ -77,7 +77,9 @@ const Config* select_in(Kernel family, const HeuristicInput& in) {
 constexpr long long kSplitKFixupKTiles = 2;
 
 double sm90_cost(const Config& c, long long m, long long n, long long k, long long batch, int sm_count, int splits) {
-  const long long units = ((m + c.bm - 1) / c.bm) * ((n + c.bn - 1) / c.bn) * batch * splits;
+  // Clusters walk cluster_m tiles along M together (a rank past the last tile idles).
+  const long long tiles_m = ((m + c.bm - 1) / c.bm + c.cluster_m - 1) / c.cluster_m * c.cluster_m;
+  const long long units = tiles_m * ((n + c.bn - 1) / c.bn) * batch * splits;
   const long long waves = (units + sm_count - 1) / sm_count;
   const long long k_tiles = ((k + c.bk - 1) / c.bk + splits - 1) / splits;
   const long long fixup = splits > 1 ? kSplitKFixupKTiles * (splits + 1) : 0;

@@ -361,34 +361,34 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     cutlass::arch::NamedBarrier::arrive_and_wait(kCThreads, T::kConsumers + 1);
     if (!smem.splitk_last) continue;
     __threadfence();
-    constexpr int kRowChunks = BN / 8;
-    for (int idx = wtid; idx < 64 * kRowChunks; idx += 128) {
-      const int row = wg_row0 + idx / kRowChunks, col = (idx % kRowChunks) * 8;
-      const float4* src = reinterpret_cast<const float4*>(tile_partials + row * BN + col);
-      float4 lo = __ldcg(src), hi = __ldcg(src + 1);
-      // Ranges four at a time: their loads are independent, so one L2 round trip serves four.
-      int r = 1;
-      for (; r + 4 <= p.splits; r += 4) {
-        float4 x[8];
+    // This warpgroup's 64 x BN rows: kIters chunks of 8 floats per thread (chunk `it` is number
+    // it * 128 + wtid in row-major order), summed in registers (the accumulators are dead here) in
+    // passes of kPass chunks. Each range's loads of a pass are independent and issued together, so
+    // a range costs one L2 round trip per pass instead of one per chunk.
+    constexpr int kRowChunks = BN / 8, kIters = 64 * kRowChunks / 128, kPass = kIters < 4 ? kIters : 4;
+    const float4* const base = reinterpret_cast<const float4*>(tile_partials) + (wg_row0 * BN) / 4 + 2 * wtid;
+    CUTE_UNROLL
+    for (int p0 = 0; p0 < kIters; p0 += kPass) {
+      float4 lo[kPass], hi[kPass];
+      CUTE_UNROLL
+      for (int q = 0; q < kPass; ++q) lo[q] = __ldcg(base + 256 * (p0 + q)), hi[q] = __ldcg(base + 256 * (p0 + q) + 1);
+      for (int r = 1; r < p.splits; ++r) {
+        const float4* const part = base + size_t(r) * (BM * BN / 4);  // range r's partial
+        float4 xl[kPass], xh[kPass];
         CUTE_UNROLL
-        for (int q = 0; q < 4; ++q) {
-          const float4* part = src + size_t(r + q) * (BM * BN / 4);
-          x[2 * q] = __ldcg(part), x[2 * q + 1] = __ldcg(part + 1);
-        }
+        for (int q = 0; q < kPass; ++q) xl[q] = __ldcg(part + 256 * (p0 + q)), xh[q] = __ldcg(part + 256 * (p0 + q) + 1);
         CUTE_UNROLL
-        for (int q = 0; q < 4; ++q) {
-          lo.x += x[2 * q].x, lo.y += x[2 * q].y, lo.z += x[2 * q].z, lo.w += x[2 * q].w;
-          hi.x += x[2 * q + 1].x, hi.y += x[2 * q + 1].y, hi.z += x[2 * q + 1].z, hi.w += x[2 * q + 1].w;
+        for (int q = 0; q < kPass; ++q) {
+          lo[q].x += xl[q].x, lo[q].y += xl[q].y, lo[q].z += xl[q].z, lo[q].w += xl[q].w;
+          hi[q].x += xh[q].x, hi[q].y += xh[q].y, hi[q].z += xh[q].z, hi[q].w += xh[q].w;
         }
       }
-      for (; r < p.splits; ++r) {
-        const float4* part = src + size_t(r) * (BM * BN / 4);
-        const float4 a = __ldcg(part), b = __ldcg(part + 1);
-        lo.x += a.x, lo.y += a.y, lo.z += a.z, lo.w += a.w;
-        hi.x += b.x, hi.y += b.y, hi.z += b.z, hi.w += b.w;
+      CUTE_UNROLL
+      for (int q = 0; q < kPass; ++q) {
+        const int idx = (p0 + q) * 128 + wtid;
+        float v[8] = {lo[q].x, lo[q].y, lo[q].z, lo[q].w, hi[q].x, hi[q].y, hi[q].z, hi[q].w};
+        store(wg_row0 + idx / kRowChunks, (idx % kRowChunks) * 8, v);
       }
-      float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-      store(row, col, v);
     }
   }
 #endif
