@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "check.hpp"
+#include "json.hpp"
 #include "run_common.hpp"
 
 namespace tessera_cli {
@@ -157,6 +158,15 @@ GemmProblem parse_gemm_problem(const Options& opts) {
   p.beta = float(opts.real("beta", 0.0));
   p.config = opts.str("config", "");
   return p;
+}
+
+void write_problem_json(JsonWriter& j, const GemmProblem& p) {
+  j.field("m", p.m).field("n", p.n).field("k", p.k).field("batch", p.batch);
+  j.field("dtype", dtype_name(p.a.dtype)).field("out_dtype", dtype_name(p.d.dtype));
+  j.field("layout", p.layout).field("d_row_major", p.d.row_major);
+  j.field("lda", p.a.ld).field("ldb", p.b.ld).field("ldd", p.d.ld);
+  j.field("broadcast_a", p.a.broadcast()).field("broadcast_b", p.b.broadcast());
+  j.field("alpha", double(p.alpha)).field("beta", double(p.beta));
 }
 
 }  // namespace tessera_cli

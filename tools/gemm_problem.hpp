@@ -47,6 +47,11 @@ struct GemmProblem {
   std::string describe() const;  // one line for the human-readable report
 };
 
+class JsonWriter;
+// The problem's fields (shape, dtypes, layout, leading dimensions, broadcast, alpha, beta) as
+// members of the JSON object being written: the same keys in `gemm --json` and `tune --json`.
+void write_problem_json(JsonWriter& j, const GemmProblem& p);
+
 // The options that describe a problem (shared by the parser and `tessera gemm --help`).
 std::vector<OptionSpec> gemm_problem_options();
 

@@ -180,12 +180,7 @@ void write_json(std::ostream& os, const TuneReport& r) {
   j.begin_object();
   j.field("tool", "tessera tune").field("tessera_version", tessera_version());
   j.field("gpu", r.device.name).field("cc", r.device.cc()).field("sms", r.device.sm_count);
-  j.field("m", p.m).field("n", p.n).field("k", p.k).field("batch", p.batch);
-  j.field("dtype", dtype_name(p.a.dtype)).field("out_dtype", dtype_name(p.d.dtype));
-  j.field("layout", p.layout).field("d_row_major", p.d.row_major);
-  j.field("lda", p.a.ld).field("ldb", p.b.ld).field("ldd", p.d.ld);
-  j.field("broadcast_a", p.a.broadcast()).field("broadcast_b", p.b.broadcast());
-  j.field("alpha", double(p.alpha)).field("beta", double(p.beta));
+  write_problem_json(j, p);
   j.field("current_config", r.current);
   j.key("results").begin_array();
   for (const ConfigResult& c : r.results) {
