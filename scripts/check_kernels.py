@@ -54,7 +54,8 @@ def main() -> int:
         return 1
 
     # SASS: the matrix instruction each tensor-core kernel family must issue (mangled-name marker).
-    families = {"4sm8011gemm_kernel": "HMMA", "4sm8016attention_kernel": "HMMA", "4sm9011gemm_kernel": "HGMMA"}
+    families = {"4sm8011gemm_kernel": "HMMA", "4sm8016attention_kernel": "HMMA", "4sm9011gemm_kernel": "HGMMA",
+                "4sm9016attention_kernel": "HGMMA"}
     sass = run([tool, "-sass", lib])
     current, arch, ops = None, "?", {}
     for line in sass.splitlines():
@@ -80,8 +81,11 @@ def main() -> int:
     n_sm90 = sum(1 for k in tc if "4sm9011gemm_kernel" in k[0])
     if n_sm90 == 0:
         failures.append("no sm_90a GEMM kernel found (expected the TMA/WGMMA family)")
+    n_sm90_attn = sum(1 for k in tc if "4sm9016attention_kernel" in k[0])
+    if n_sm90_attn == 0:
+        failures.append("no sm_90a attention kernel found (expected the WGMMA family)")
     print(f"check_kernels: {len(kernels)} kernel images, {len(tc)} tensor-core kernel images checked "
-          f"({n_sm90} sm_90a WGMMA); "
+          f"({n_sm90} sm_90a WGMMA GEMM, {n_sm90_attn} sm_90a WGMMA attention); "
           f"max registers {max(kernels.values())}")
     for f in failures:
         print("check_kernels: FAIL " + f, file=sys.stderr)

@@ -33,6 +33,14 @@ if [ "$mode" = all ] || [ "$mode" = tests ]; then
   echo "== GPU tests"
   "$build/tests/tessera_gpu_tests" --gtest_brief=1 >"$out/tests.log" 2>&1 || status=1
   tail -25 "$out/tests.log"
+  # On Hopper the sm90 attention family is the default; run the attention suite again on the sm80
+  # family so that both stay covered.
+  if nvidia-smi --query-gpu=compute_cap --format=csv,noheader | grep -q "^9.0"; then
+    echo "== GPU attention tests, sm80 family (TESSERA_ATTN_ARCH=80)"
+    TESSERA_ATTN_ARCH=80 "$build/tests/tessera_gpu_tests" --gtest_brief=1 --gtest_filter='Attn*' \
+      >"$out/tests_attn_sm80.log" 2>&1 || status=1
+    tail -8 "$out/tests_attn_sm80.log"
+  fi
 fi
 
 if [ "$mode" = all ] || [ "$mode" = sanitize ]; then
@@ -45,10 +53,15 @@ if [ "$mode" = all ] || [ "$mode" = sanitize ]; then
           --batch 2 --dtype bf16 --layout tn --beta 0.5 --config $cfg --verify --iters 1 --warmup 0 || echo "SANITIZER_FAIL $tool $cfg"
       done
     done
-    for tool in memcheck racecheck; do
-      echo "-- $tool attention d64 causal, ragged"
-      compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" attention --b 2 --hq 4 --hkv 2 \
-        --sq 100 --sk 77 --d 64 --causal --dtype bf16 --verify --iters 1 --warmup 0 || echo "SANITIZER_FAIL $tool attention"
+    for arch in "" 80; do  # the device's default family, then the sm80 one
+      for d in 64 128; do
+        for tool in memcheck racecheck; do
+          echo "-- $tool attention d$d causal, ragged, family ${arch:-default}"
+          TESSERA_ATTN_ARCH=$arch compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" attention \
+            --b 2 --hq 4 --hkv 2 --sq 200 --sk 177 --d $d --causal --dtype bf16 --verify --iters 1 --warmup 0 ||
+            echo "SANITIZER_FAIL $tool attention d$d ${arch:-default}"
+        done
+      done
     done
     echo "-- memcheck padded path (unaligned K)"
     compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tools/tessera" gemm --m 130 --n 70 --k 33 \

@@ -10,6 +10,7 @@
 
 #include "attention/params.hpp"
 #include "attention/sm80/launch.hpp"
+#include "attention/sm90/launch.hpp"
 #include "attention/validate.hpp"
 #include "core/device.hpp"
 #include "core/injective.hpp"
@@ -26,28 +27,55 @@ using detail::invalid;
 struct AttnConfig {
   int id;
   const char* name;
-  int d, bm, bn, warps;
+  int arch;  // 80: sm80 family (mma.sync, sm_80 and newer); 90: sm90 family (WGMMA, cc 9.0 only)
+  int d, bm, bn;
   int smem_bytes;
 };
 
 const AttnConfig kConfigs[] = {
-#define TESSERA_ATTN_CONFIG(id, name, d, bm, bn, warps, reason) {id, name, d, bm, bn, warps, ((bm) + 2 * (bn)) * (d) * 2},
+#define TESSERA_ATTN_CONFIG(id, name, d, bm, bn, warps, reason) {id, name, 80, d, bm, bn, ((bm) + 2 * (bn)) * (d) * 2},
+#define TESSERA_ATTN_SM90_CONFIG(id, name, d, bm, bn, reason) {id, name, 90, d, bm, bn, ((bm) + 4 * (bn)) * (d) * 2},
 #include "attention/configs.def"
 #undef TESSERA_ATTN_CONFIG
+#undef TESSERA_ATTN_SM90_CONFIG
 };
 
-}  // namespace
-
-// The default configuration for a head dim (its first row in configs.def), or null.
-const AttnConfig* config_for(int64_t head_dim) {
+bool head_dim_supported(int64_t head_dim) {
   for (const AttnConfig& c : kConfigs)
-    if (c.d == head_dim) return &c;
+    if (c.d == head_dim) return true;
+  return false;
+}
+
+// TESSERA_ATTN_ARCH=80 keeps the sm80 family on a Hopper GPU (comparison, tests); unset = the
+// newest family the device runs.
+Status family_override(int* arch) {
+  *arch = 0;
+  const char* env = std::getenv("TESSERA_ATTN_ARCH");
+  if (!env || !*env) return Status::success();
+  if (std::strcmp(env, "80") == 0 || std::strcmp(env, "90") == 0) {
+    *arch = std::atoi(env);
+    return Status::success();
+  }
+  return invalid(std::string("TESSERA_ATTN_ARCH: must be 80 or 90 (got '") + env + "')");
+}
+
+// The default configuration for a head dim on a device of compute capability `cc` (major*10+minor):
+// the first sm90 row on cc 9.0 (unless `arch` = 80), else the first sm80 row; null if none.
+const AttnConfig* config_for(int64_t head_dim, int cc, int arch) {
+  const bool hopper = cc == 90 && arch != 80;
+  for (const AttnConfig& c : kConfigs)
+    if (c.d == head_dim && c.arch == 90 && hopper) return &c;
+  for (const AttnConfig& c : kConfigs)
+    if (c.d == head_dim && c.arch == 80) return &c;
   return nullptr;
 }
 
-// TESSERA_ATTN_CONFIG=<name> (for tuning and tests): must name a config of this head dim.
-Status requested_config(int64_t head_dim, const AttnConfig** out) {
-  *out = config_for(head_dim);
+// TESSERA_ATTN_CONFIG=<name> (for tuning and tests) must name a config of this head dim; without
+// it, the default for the device.
+Status requested_config(int64_t head_dim, int cc, const AttnConfig** out) {
+  int arch = 0;
+  if (Status s = family_override(&arch); !s.ok()) return s;
+  *out = config_for(head_dim, cc, arch);
   const char* env = std::getenv("TESSERA_ATTN_CONFIG");
   if (!env || !*env) return Status::success();
   for (const AttnConfig& c : kConfigs)
@@ -63,9 +91,12 @@ Status requested_config(int64_t head_dim, const AttnConfig** out) {
 
 std::string head_dims() {
   std::string s;
-  for (const AttnConfig& c : kConfigs) s += (s.empty() ? "" : ", ") + std::to_string(c.d);
+  for (const AttnConfig& c : kConfigs)
+    if (c.arch == 80) s += (s.empty() ? "" : ", ") + std::to_string(c.d);
   return s;
 }
+
+}  // namespace
 
 Status validate(const AttentionArgs& a) {
   if (a.dtype != DType::F16 && a.dtype != DType::BF16) return invalid("dtype: must be f16 or bf16");
@@ -80,7 +111,7 @@ Status validate(const AttentionArgs& a) {
   }
   if (a.heads_q > 65535) return invalid("heads_q: must be <= 65535 (grid limit)");
   if (a.batch > 65535) return invalid("batch: must be <= 65535 (grid limit)");
-  if (!config_for(a.head_dim))
+  if (!head_dim_supported(a.head_dim))
     return invalid("head_dim: " + std::to_string(a.head_dim) + " is not supported (supported: " + head_dims() + ")");
   if (a.heads_q % a.heads_kv != 0)
     return invalid("heads_kv: must divide heads_q (" + std::to_string(a.heads_q) + " % " + std::to_string(a.heads_kv) +
@@ -148,13 +179,18 @@ Status validate(const AttentionArgs& a) {
 Status attention(const AttentionArgs& args, void* stream) {
   auto impl = [&]() -> Status {
     if (Status s = attn::validate(args); !s.ok()) return s;
-    const attn::AttnConfig* cfg = nullptr;  // an unknown override is an argument error, GPU or not
-    if (Status s = attn::requested_config(args.head_dim, &cfg); !s.ok()) return s;
+    const attn::AttnConfig* cfg = nullptr;  // a bad override is an argument error, GPU or not
+    if (Status s = attn::requested_config(args.head_dim, 0, &cfg); !s.ok()) return s;
     detail::DeviceInfo dev;
     if (Status s = detail::current_device(&dev); !s.ok()) return s;
+    const int cc = dev.cc_major * 10 + dev.cc_minor;
+    if (Status s = attn::requested_config(args.head_dim, cc, &cfg); !s.ok()) return s;
     if (dev.cc_major < 8)
       return detail::fail(TESSERA_STATUS_NOT_SUPPORTED, "attention kernels need an sm_80 or newer GPU; this device is sm_" +
-                                                    std::to_string(dev.cc_major * 10 + dev.cc_minor));
+                                                    std::to_string(cc));
+    if (cfg->arch == 90 && cc != 90)
+      return detail::fail(TESSERA_STATUS_NOT_SUPPORTED, std::string(cfg->name) + " is an sm_90a kernel; this device is sm_" +
+                                                    std::to_string(cc));
     if (cfg->smem_bytes > dev.smem_optin)
       return detail::fail(TESSERA_STATUS_NOT_SUPPORTED, std::string(cfg->name) + " needs " + std::to_string(cfg->smem_bytes) +
                                                     " bytes of shared memory; the device allows " +
@@ -178,8 +214,10 @@ Status attention(const AttentionArgs& args, void* stream) {
     }
     p.scale = args.softmax_scale > 0.0f ? args.softmax_scale : 1.0f / std::sqrt(float(args.head_dim));
     p.scale_log2 = p.scale * 1.4426950408889634f;
-    const cudaError_t e =
-        attn::sm80::run(cfg->id, args.dtype == DType::BF16, args.causal, p, static_cast<cudaStream_t>(stream));
+    const bool bf16 = args.dtype == DType::BF16;
+    const cudaError_t e = cfg->arch == 90
+                              ? attn::sm90::run(cfg->id, bf16, args.causal, p, static_cast<cudaStream_t>(stream))
+                              : attn::sm80::run(cfg->id, bf16, args.causal, p, static_cast<cudaStream_t>(stream));
     if (e != cudaSuccess) return detail::fail(TESSERA_STATUS_CUDA_ERROR, std::string(cfg->name) + ": " + cudaGetErrorString(e));
     return Status::success();
   };

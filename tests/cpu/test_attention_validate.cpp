@@ -12,6 +12,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
@@ -475,6 +476,41 @@ TEST(AttentionApi, FailedCallSetsLastError) {
   a.head_dim = 80;
   EXPECT_EQ(tessera::attention(a, nullptr).code, TESSERA_STATUS_INVALID_ARGUMENT);
   EXPECT_TRUE(contains(tessera_last_error(), "head_dim"));
+}
+
+// The environment overrides are arguments too: a bad value is INVALID_ARGUMENT naming the
+// variable, before any device is touched (so this holds on a machine without a GPU).
+TEST(AttentionApi, OverridesAreValidatedFirst) {
+  struct Env {
+    const char* name;
+    explicit Env(const char* n, const char* v) : name(n) { ::setenv(n, v, 1); }
+    ~Env() { ::unsetenv(name); }
+  };
+  const AttentionArgs a = valid_args();  // head_dim 64
+  {
+    Env e("TESSERA_ATTN_ARCH", "75");
+    const Status s = tessera::attention(a, nullptr);
+    EXPECT_EQ(s.code, TESSERA_STATUS_INVALID_ARGUMENT) << s.message;
+    EXPECT_TRUE(contains(s.message, "TESSERA_ATTN_ARCH")) << s.message;
+  }
+  {
+    Env e("TESSERA_ATTN_CONFIG", "no_such_config");
+    const Status s = tessera::attention(a, nullptr);
+    EXPECT_EQ(s.code, TESSERA_STATUS_INVALID_ARGUMENT) << s.message;
+    EXPECT_TRUE(contains(s.message, "TESSERA_ATTN_CONFIG")) << s.message;
+  }
+  for (const char* other_dim : {"fa2_sm80_d128_128x32_w4", "fa_sm90_d128_128x128"}) {
+    Env e("TESSERA_ATTN_CONFIG", other_dim);
+    const Status s = tessera::attention(a, nullptr);
+    EXPECT_EQ(s.code, TESSERA_STATUS_INVALID_ARGUMENT) << s.message;
+    EXPECT_TRUE(contains(s.message, "head_dim 128")) << s.message;
+  }
+  if (!has_cuda_device()) {  // valid overrides get as far as the missing device
+    for (const char* ok : {"fa2_sm80_d64_128x64_w4", "fa_sm90_d64_128x128"}) {
+      Env e("TESSERA_ATTN_CONFIG", ok);
+      EXPECT_EQ(tessera::attention(a, nullptr).code, TESSERA_STATUS_CUDA_ERROR) << ok;
+    }
+  }
 }
 
 // ---- the CPU fp64 reference on hand-checkable cases -----------------------------------------------

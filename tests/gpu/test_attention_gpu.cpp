@@ -230,11 +230,11 @@ class AttnEdge : public AttnGpuTest {
   static void TearDownTestSuite() { tt::print_summary("AttnEdge"); }
 };
 
-// Query blocks are 128 rows and key blocks 32 or 64 (configs.def): one below, at and above
+// Query blocks are 128 rows and key blocks 32, 64 or 128 (configs.def): one below, at and above
 // multiples of them.
 TEST_F(AttnEdge, TileBoundaries) {
   const int64_t qs[] = {127, 128, 129, 255, 257};
-  const int64_t ks[] = {31, 33, 63, 64, 65, 191, 193};
+  const int64_t ks[] = {31, 33, 63, 64, 65, 127, 129, 191, 193, 256};
   int i = 0;
   for (int64_t d : kHeadDims)
     for (int64_t sq : qs)

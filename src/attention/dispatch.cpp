@@ -1,0 +1,52 @@
+// Run-time selection among the compiled attention instantiations of both kernel families.
+#include <array>
+#include <cstddef>
+
+#include "attention/sm80/launch.hpp"
+#include "attention/sm90/launch.hpp"
+
+namespace tessera::attn {
+namespace {
+
+using LaunchFn = cudaError_t (*)(const AttnParams&, cudaStream_t);
+struct Row {
+  int id;
+  std::array<LaunchFn, 4> fn;  // [bf16][causal]
+};
+#define TESSERA_ATTN_ROW(family, id)                                                                     \
+  Row{id, {&family::launch<id, false, false>, &family::launch<id, false, true>, &family::launch<id, true, false>, \
+           &family::launch<id, true, true>}},
+
+const Row kSm80[] = {
+#define TESSERA_ATTN_CONFIG(id, ...) TESSERA_ATTN_ROW(sm80, id)
+#include "attention/configs.def"
+#undef TESSERA_ATTN_CONFIG
+};
+const Row kSm90[] = {
+#define TESSERA_ATTN_SM90_CONFIG(id, ...) TESSERA_ATTN_ROW(sm90, id)
+#include "attention/configs.def"
+#undef TESSERA_ATTN_SM90_CONFIG
+};
+#undef TESSERA_ATTN_ROW
+
+template <size_t N>
+cudaError_t run_row(const Row (&rows)[N], int cfg, bool bf16, bool causal, const AttnParams& p, cudaStream_t stream) {
+  for (const Row& r : rows)
+    if (r.id == cfg) return r.fn[(bf16 ? 2 : 0) + (causal ? 1 : 0)](p, stream);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+namespace sm80 {
+cudaError_t run(int cfg, bool bf16, bool causal, const AttnParams& p, cudaStream_t stream) {
+  return run_row(kSm80, cfg, bf16, causal, p, stream);
+}
+}  // namespace sm80
+namespace sm90 {
+cudaError_t run(int cfg, bool bf16, bool causal, const AttnParams& p, cudaStream_t stream) {
+  return run_row(kSm90, cfg, bf16, causal, p, stream);
+}
+}  // namespace sm90
+
+}  // namespace tessera::attn

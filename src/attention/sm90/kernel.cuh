@@ -1,0 +1,320 @@
+// Attention forward on Hopper (sm_90a): the FlashAttention-2 algorithm of sm80/kernel.cuh with
+// both GEMMs on WGMMA, which is what the tensor cores need to run at full rate on H100.
+//
+// One CTA of BM/64 warpgroups computes O for BM query rows of one (batch, query head); each
+// warpgroup owns 64 rows, so a row's softmax state stays inside one warpgroup (quad shuffles only).
+//   Q tile -> smem once. K and V go through a two-stage smem ring filled by cp.async from every
+//   thread: block n-1 loads while block n computes. Key blocks run last to first (causal: the
+//   masked diagonal blocks come first).
+//   S = Q K^T: WGMMA 64 x BN x 16, both operands read from 128B-swizzled smem by descriptor.
+//   Mask, online softmax in exp2 with the scale folded in, O rescaled only when a row max moved.
+//   O += P V: WGMMA 64 x D x 16 with P straight from registers (the S accumulator converted to
+//   f16/bf16 and re-read in the A-operand layout) and V^T read from smem as an MN-major operand.
+//   O / rowsum -> smem (Q's buffer) -> 16-byte coalesced stores; LSE to gmem.
+// cp.async writes smem through the generic proxy and WGMMA reads it through the async proxy: every
+// thread fences (fence.proxy.async) after its copies land, before the barrier that publishes them.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+
+#include "attention/params.hpp"
+
+namespace tessera::attn::sm90 {
+
+using namespace cute;
+
+template <int D_, int BM_, int BN_, bool BF16, bool Causal_>
+struct Traits {
+  static constexpr int D = D_, BM = BM_, BN = BN_;
+  static constexpr int kWarpGroups = BM / 64, kThreads = 128 * kWarpGroups;
+  static constexpr bool Causal = Causal_;
+  using Element = std::conditional_t<BF16, cute::bfloat16_t, cute::half_t>;
+
+  // Q and K/V rows are head_dim long with D contiguous: K-major for both GEMM operands of
+  // S = Q K^T. 128-byte swizzle (64-element rows) is the conflict-free WGMMA layout.
+  static_assert(D % 64 == 0, "head_dim must be a multiple of 64 (128-byte swizzle rows)");
+  using Atom = GMMA::Layout_K_SW128_Atom<Element>;
+  using SmemLayoutQ = decltype(tile_to_shape(Atom{}, Shape<Int<BM>, Int<D>>{}));         // (BM,D)
+  using SmemLayoutKV = decltype(tile_to_shape(Atom{}, Shape<Int<BN>, Int<D>, _2>{}));    // (BN,D,stage)
+  // V seen as the B operand of P V, (D, BN): the same bytes, D contiguous = MN-major.
+  using SmemLayoutVt = decltype(composition(
+      SmemLayoutKV{}, make_ordered_layout(Shape<Int<D>, Int<BN>, _2>{}, Step<_2, _1, _3>{})));  // (D,BN,stage)
+
+  // Warpgroups tiled along M (64 query rows each).
+  using WarpGroups = Layout<Shape<Int<kWarpGroups>, _1, _1>>;
+  using TiledMmaS = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<BN>, Int<D>>, GMMA::Major::K, GMMA::Major::K>(),
+      WarpGroups{}));
+  using TiledMmaO = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<D>, Int<BN>>, GMMA::Major::K, GMMA::Major::MN>(),
+      WarpGroups{}));
+
+  // gmem <-> smem: 16-byte vectors, 8 threads per 64-element row segment.
+  using GmemThrLayout = Layout<Shape<Int<kThreads / 8>, _8>, Stride<_8, _1>>;
+  using GmemCopyIn = decltype(make_tiled_copy(Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<uint128_t>, Element>{},
+                                              GmemThrLayout{}, Layout<Shape<_1, _8>>{}));
+  using GmemCopyOut = decltype(make_tiled_copy(Copy_Atom<UniversalCopy<uint128_t>, Element>{}, GmemThrLayout{},
+                                               Layout<Shape<_1, _8>>{}));
+
+  static constexpr int kQElems = int(cosize_v<SmemLayoutQ>);
+  static constexpr int kKVElems = int(cosize_v<SmemLayoutKV>);  // both stages
+  static constexpr int kSmemBytes = (kQElems + 2 * kKVElems) * int(sizeof(Element));
+  static_assert(BM % 64 == 0 && BN % 16 == 0 && BN <= 256 && D <= 256, "tile vs WGMMA");
+};
+
+// WGMMA accumulator fragment ((2 cols, 2 rows, N/8), MMA_M, MMA_N) viewed as (rows, cols): a
+// thread's values of one query row sit in one row of the view.
+template <class Layout>
+CUTE_HOST_DEVICE constexpr auto rowcol(Layout l) {
+  static_assert(rank_v<decltype(get<0>(l))> == 3, "WGMMA accumulator layout");
+  return make_layout(make_layout(get<0, 1>(l), get<1>(l)), make_layout(get<0, 0>(l), get<0, 2>(l), get<2>(l)));
+}
+
+// The same fragment re-read as the register A operand of a k16 WGMMA, ((2,2,2), MMA_M, N/16):
+// two adjacent n8 column groups of the accumulator hold exactly one k16 A fragment, in A's order.
+template <class Layout>
+CUTE_HOST_DEVICE constexpr auto acc_as_a(Layout l) {
+  auto v = logical_divide(get<0>(l), Shape<Underscore, Underscore, _2>{});  // (2, 2, (2, N/16))
+  return make_layout(make_layout(get<0>(v), get<1>(v), get<2, 0>(v)), get<1>(l),
+                     coalesce(make_layout(get<2, 1>(v), get<2>(l))));
+}
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffff, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffff, x, 1);
+  return x + __shfl_xor_sync(0xffffffff, x, 2);
+}
+// 2^x on the SFU (ex2.approx.ftz: ~2 ulp, flushes denormals, which softmax weights can lose).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// One warpgroup-wide GEMM C (+)= A B over all k-blocks, issued as one WGMMA batch and waited for.
+// ARegs: A is a register fragment (fenced like C), not smem descriptors.
+template <bool ZeroInit, bool ARegs, class Mma, class TA, class TB, class TC>
+__device__ __forceinline__ void wgmma_sync(Mma& mma, TA& a, TB const& b, TC& c) {
+  if constexpr (ARegs) warpgroup_fence_operand(a);
+  warpgroup_fence_operand(c);
+  warpgroup_arrive();
+  mma.accumulate_ = ZeroInit ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+  CUTE_UNROLL
+  for (int kb = 0; kb < size<2>(a); ++kb) {
+    cute::gemm(mma, a(_, _, kb), b(_, _, kb), c);
+    mma.accumulate_ = GMMA::ScaleOut::One;
+  }
+  warpgroup_commit_batch();
+  warpgroup_wait<0>();
+  warpgroup_fence_operand(c);
+  if constexpr (ARegs) warpgroup_fence_operand(a);
+}
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using Element = typename T::Element;
+  constexpr int BM = T::BM, BN = T::BN, D = T::D;
+  extern __shared__ __align__(1024) unsigned char smem[];  // 128B swizzle atoms repeat every 1 KB
+  const int tid = threadIdx.x;
+  // Causal: the highest query blocks see the most keys; launch them first (longest-first).
+  const int m_block = T::Causal ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
+  const int head = blockIdx.y, b = blockIdx.z;
+  const int head_kv = head / (p.heads_q / p.heads_kv);
+  const int row0 = m_block * BM;
+  const int diag = p.seqlen_k - p.seqlen_q;  // causal: query i sees keys j <= i + diag
+
+  int n_blocks = (p.seqlen_k + BN - 1) / BN;
+  if constexpr (T::Causal) {
+    const int last_row = min(row0 + BM, p.seqlen_q) - 1;
+    n_blocks = min(n_blocks, max(0, (last_row + diag + 1 + BN - 1) / BN));
+  }
+
+  const Element* q_ptr = static_cast<const Element*>(p.q) + b * p.q_stride[0] + head * p.q_stride[2];
+  const Element* k_ptr = static_cast<const Element*>(p.k) + b * p.k_stride[0] + head_kv * p.k_stride[2];
+  const Element* v_ptr = static_cast<const Element*>(p.v) + b * p.v_stride[0] + head_kv * p.v_stride[2];
+  Element* o_ptr = static_cast<Element*>(p.o) + b * p.o_stride[0] + head * p.o_stride[2];
+  Tensor mQ = make_tensor(make_gmem_ptr(q_ptr), make_shape(p.seqlen_q, Int<D>{}), make_stride(p.q_stride[1], _1{}));
+  Tensor mK = make_tensor(make_gmem_ptr(k_ptr), make_shape(p.seqlen_k, Int<D>{}), make_stride(p.k_stride[1], _1{}));
+  Tensor mV = make_tensor(make_gmem_ptr(v_ptr), make_shape(p.seqlen_k, Int<D>{}), make_stride(p.v_stride[1], _1{}));
+  Tensor mO = make_tensor(make_gmem_ptr(o_ptr), make_shape(p.seqlen_q, Int<D>{}), make_stride(p.o_stride[1], _1{}));
+  Tensor gQ = local_tile(mQ, Shape<Int<BM>, Int<D>>{}, make_coord(m_block, 0));  // (BM,D)
+  Tensor gO = local_tile(mO, Shape<Int<BM>, Int<D>>{}, make_coord(m_block, 0));  // (BM,D)
+  Tensor cQ = local_tile(make_identity_tensor(shape(mQ)), Shape<Int<BM>, Int<D>>{}, make_coord(m_block, 0));
+  Tensor gK = local_tile(mK, Shape<Int<BN>, Int<D>>{}, make_coord(_, 0));  // (BN,D,n_blocks)
+  Tensor gV = local_tile(mV, Shape<Int<BN>, Int<D>>{}, make_coord(_, 0));  // (BN,D,n_blocks)
+  Tensor cK = local_tile(make_identity_tensor(shape(mK)), Shape<Int<BN>, Int<D>>{}, make_coord(_, 0));
+
+  Element* smem_q = reinterpret_cast<Element*>(smem);
+  Tensor sQ = make_tensor(make_smem_ptr(smem_q), typename T::SmemLayoutQ{});                               // (BM,D)
+  Tensor sK = make_tensor(make_smem_ptr(smem_q + T::kQElems), typename T::SmemLayoutKV{});                 // (BN,D,2)
+  Tensor sV = make_tensor(make_smem_ptr(smem_q + T::kQElems + T::kKVElems), typename T::SmemLayoutKV{});  // (BN,D,2)
+  Tensor sVt = make_tensor(sV.data(), typename T::SmemLayoutVt{});                                          // (D,BN,2)
+
+  // ---- copies gmem -> smem (zero-filled outside the sequence) ----
+  typename T::GmemCopyIn g2s;
+  auto thr_g2s = g2s.get_slice(tid);
+  Tensor tQgQ = thr_g2s.partition_S(gQ);  // (CPY,CPY_M,CPY_D)
+  Tensor tQsQ = thr_g2s.partition_D(sQ);
+  Tensor tQcQ = thr_g2s.partition_S(cQ);
+  Tensor tKgK = thr_g2s.partition_S(gK);  // (CPY,CPY_N,CPY_D,n_blocks)
+  Tensor tKsK = thr_g2s.partition_D(sK);  // (CPY,CPY_N,CPY_D,2)
+  Tensor tVgV = thr_g2s.partition_S(gV);
+  Tensor tVsV = thr_g2s.partition_D(sV);
+  Tensor tKcK = thr_g2s.partition_S(cK);  // (CPY,CPY_N,CPY_D,n_blocks) -> (s,d)
+
+  auto copy_rows = [&](auto const& src, auto&& dst, auto const& coords, int rows) {
+    CUTE_UNROLL
+    for (int i = 0; i < size<1>(dst); ++i) {
+      const bool in = get<0>(coords(0, i, 0)) < rows;
+      CUTE_UNROLL
+      for (int j = 0; j < size<2>(dst); ++j) copy(g2s.with(in), src(_, i, j), dst(_, i, j));
+    }
+  };
+  auto load_kv = [&](int n, int stage) {
+    copy_rows(tKgK(_, _, _, n), tKsK(_, _, _, stage), tKcK(_, _, _, n), p.seqlen_k);
+    copy_rows(tVgV(_, _, _, n), tVsV(_, _, _, stage), tKcK(_, _, _, n), p.seqlen_k);
+    cp_async_fence();
+  };
+
+  // ---- WGMMA partitions ----
+  typename T::TiledMmaS mma_s;
+  typename T::TiledMmaO mma_o;
+  auto thr_s = mma_s.get_thread_slice(tid);
+  auto thr_o = mma_o.get_thread_slice(tid);
+  Tensor tSrQ = thr_s.partition_fragment_A(sQ);   // (MMA,MMA_M,MMA_K=D/16) descriptors
+  Tensor tSrK = thr_s.partition_fragment_B(sK);   // (MMA,MMA_N,MMA_K=D/16,2)
+  Tensor tOrV = thr_o.partition_fragment_B(sVt);  // (MMA,MMA_D,MMA_K=BN/16,2)
+  Tensor acc_o = partition_fragment_C(mma_o, Shape<Int<BM>, Int<D>>{});  // ((2,2,D/8),1,1) fp32
+  clear(acc_o);
+
+  // Coordinates of each S accumulator element within the (BM, BN) block, viewed (rows, cols).
+  Tensor tScS = thr_s.partition_C(make_identity_tensor(Shape<Int<BM>, Int<BN>>{}));
+  Tensor tScS_rc = make_tensor(tScS.data(), rowcol(tScS.layout()));
+  constexpr int kRows = decltype(size<0>(rowcol(acc_o.layout())))::value;  // query rows this thread holds (2)
+  float row_max[kRows], row_sum[kRows];
+  CUTE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    row_max[r] = -INFINITY;
+    row_sum[r] = 0.0f;
+  }
+
+  if (n_blocks > 0) {
+    copy_rows(tQgQ, tQsQ, tQcQ, p.seqlen_q);
+    load_kv(n_blocks - 1, (n_blocks - 1) & 1);
+
+    for (int n_block = n_blocks - 1; n_block >= 0; --n_block) {
+      const int stage = n_block & 1;
+      cp_async_wait<0>();
+      cutlass::arch::fence_view_async_shared();  // this thread's smem writes -> visible to WGMMA
+      __syncthreads();  // K(n), V(n) (and Q) landed; every warpgroup is done with block n+1's stage
+      if (n_block > 0) load_kv(n_block - 1, stage ^ 1);
+
+      // S = Q K^T
+      Tensor acc_s = partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{});  // ((2,2,BN/8),1,1) fp32
+      wgmma_sync<true, false>(mma_s, tSrQ, tSrK(_, _, _, stage), acc_s);
+
+      // Masks: keys past the sequence end, and (causal) keys right of the diagonal.
+      Tensor s = make_tensor(acc_s.data(), rowcol(acc_s.layout()));  // (rows, cols)
+      const int col0 = n_block * BN;
+      const bool tail = col0 + BN > p.seqlen_k;
+      const bool diagonal = T::Causal && col0 + BN - 1 > row0 + diag;
+      if (tail || diagonal) {
+        CUTE_UNROLL
+        for (int r = 0; r < size<0>(s); ++r) {
+          CUTE_UNROLL
+          for (int c = 0; c < size<1>(s); ++c) {
+            const int col = col0 + get<1>(tScS_rc(r, c));
+            const int row = row0 + get<0>(tScS_rc(r, c));
+            if (col >= p.seqlen_k || (T::Causal && col > row + diag)) s(r, c) = -INFINITY;
+          }
+        }
+      }
+
+      // Online softmax, per query row.
+      float correction[kRows];
+      bool max_moved = false;
+      CUTE_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        float mx = row_max[r];
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(s); ++c) mx = fmaxf(mx, s(r, c));
+        mx = quad_max(mx);
+        // A row that has seen only masked keys keeps max = -inf; use 0 so exp2 gives 0, not NaN.
+        const float mx_scaled = mx == -INFINITY ? 0.0f : mx * p.scale_log2;
+        correction[r] = mx == -INFINITY ? 1.0f : fast_exp2(row_max[r] * p.scale_log2 - mx_scaled);
+        max_moved |= mx != row_max[r];
+        row_max[r] = mx;
+        row_sum[r] *= correction[r];
+        float sum = 0.0f;
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(s); ++c) {
+          s(r, c) = fast_exp2(s(r, c) * p.scale_log2 - mx_scaled);
+          sum += s(r, c);
+        }
+        row_sum[r] += sum;  // this thread's part; the quad is summed once at the end
+      }
+      if (__any_sync(0xffffffff, max_moved)) {  // once the maxima settle, the warp skips the rescale
+        Tensor o_rc = make_tensor(acc_o.data(), rowcol(acc_o.layout()));
+        CUTE_UNROLL
+        for (int r = 0; r < kRows; ++r) {
+          CUTE_UNROLL
+          for (int c = 0; c < size<1>(o_rc); ++c) o_rc(r, c) *= correction[r];
+        }
+      }
+
+      // O += P V with P from registers.
+      Tensor rP = make_tensor_like<Element>(acc_s);
+      CUTE_UNROLL
+      for (int i = 0; i < size(acc_s); ++i) rP(i) = Element(acc_s(i));
+      Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));  // ((2,2,2),1,BN/16)
+      wgmma_sync<false, true>(mma_o, tOrP, tOrV(_, _, _, stage), acc_o);
+    }
+  }
+
+  // ---- epilogue: normalise, LSE, O -> smem -> gmem ----
+  Tensor o_rc = make_tensor(acc_o.data(), rowcol(acc_o.layout()));
+  Tensor tOcO = thr_o.partition_C(make_identity_tensor(Shape<Int<BM>, Int<D>>{}));
+  Tensor tOcO_rc = make_tensor(tOcO.data(), rowcol(tOcO.layout()));
+  CUTE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    const float sum = quad_sum(row_sum[r]);
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // a row with no visible key: O = 0
+    CUTE_UNROLL
+    for (int c = 0; c < size<1>(o_rc); ++c) o_rc(r, c) *= inv;
+    const int row = row0 + get<0>(tOcO_rc(r, 0));
+    if (p.lse && (tid % 4) == 0 && row < p.seqlen_q) {
+      const float lse = sum > 0.0f ? (row_max[r] * p.scale_log2 + __log2f(sum)) * 0.69314718055994530942f : -INFINITY;
+      p.lse[(int64_t(b) * p.heads_q + head) * p.seqlen_q + row] = lse;
+    }
+  }
+
+  __syncthreads();  // every warpgroup's last S = Q K^T has read sQ before O overwrites it
+  Tensor sO = make_tensor(sQ.data(), typename T::SmemLayoutQ{});  // (BM,D)
+  Tensor rO = make_tensor_like<Element>(acc_o);
+  CUTE_UNROLL
+  for (int i = 0; i < size(acc_o); ++i) rO(i) = Element(acc_o(i));
+  auto r2s = make_tiled_copy_C(Copy_Atom<DefaultCopy, Element>{}, mma_o);
+  copy(r2s, r2s.get_slice(tid).retile_S(rO), r2s.get_slice(tid).partition_D(sO));
+  __syncthreads();
+
+  typename T::GmemCopyOut s2g;
+  auto thr_s2g = s2g.get_slice(tid);
+  Tensor tOsO = thr_s2g.partition_S(sO);  // (CPY,CPY_M,CPY_D)
+  Tensor tOgO = thr_s2g.partition_D(gO);
+  Tensor tOcO_g = thr_s2g.partition_D(cQ);
+  CUTE_UNROLL
+  for (int i = 0; i < size<1>(tOsO); ++i) {
+    if (get<0>(tOcO_g(0, i, 0)) < p.seqlen_q) {
+      CUTE_UNROLL
+      for (int j = 0; j < size<2>(tOsO); ++j) copy(s2g, tOsO(_, i, j), tOgO(_, i, j));
+    }
+  }
+#endif
+}
+
+}  // namespace tessera::attn::sm90

@@ -1,0 +1,15 @@
+// Host-side declarations of the sm_90a attention launchers (instantiated in generated files).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include "attention/params.hpp"
+
+namespace tessera::attn::sm90 {
+
+template <int Cfg, bool BF16, bool Causal>
+cudaError_t launch(const AttnParams& p, cudaStream_t stream);
+
+// Runs configuration `cfg` (an sm90 id of attention/configs.def).
+cudaError_t run(int cfg, bool bf16, bool causal, const AttnParams& p, cudaStream_t stream);
+
+}  // namespace tessera::attn::sm90
