@@ -312,6 +312,9 @@ def markdown(meta, rows):
         f"GPU: {gpu['name']} (cc {gpu['cc']}, {gpu['sms']} SMs) · commit {meta['commit']}{dirty} · {meta['date']} · "
         f"torch {meta['torch']} (CUDA {meta['torch_cuda']}, cuDNN {meta['cudnn']}) · tessera {meta['tessera_version']}",
         "",
+        f"tessera kernel family: {meta.get('tessera_attn_family', '?')}"
+        + (f" (config {meta['tessera_attn_config']})" if meta.get("tessera_attn_config") else ""),
+        "",
         f"16k tokens, hidden 2048 (B = 16384 / S, H = 2048 / D), BSHD, randn inputs, LSE "
         f"{'off' if meta['no_lse'] else 'written'}. CUDA events, median of {meta['iters']} after {meta['warmup']} "
         "warm-up, same process and inputs. TFLOP/s = 4·B·H·S²·D / t, halved for causal (FlashAttention's "
@@ -463,6 +466,10 @@ def main(argv=None):
     tag = f"_{args.tag}" if args.tag else ""
     meta["tag"] = args.tag
     meta["tessera_attn_config"] = os.environ.get("TESSERA_ATTN_CONFIG", "")
+    # Kernel family: on cc 9.0 the sm90 (WGMMA) rows of src/attention/configs.def, unless
+    # TESSERA_ATTN_ARCH=80 keeps the sm80 (mma.sync) ones.
+    arch = os.environ.get("TESSERA_ATTN_ARCH", "")
+    meta["tessera_attn_family"] = "sm80" if arch == "80" or (props.major, props.minor) != (9, 0) else "sm90"
     stem = out_dir / f"attention_{meta['suite']}{tag}_{started.strftime('%Y%m%dT%H%M%SZ')}_{commit}"
     print(f"attention_bench: {len(cases)} shapes on {props.name} (cc {props.major}.{props.minor}), torch "
           f"{torch.__version__}, commit {commit}; results -> {stem}.json", flush=True)

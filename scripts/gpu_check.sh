@@ -88,6 +88,13 @@ if [ "$mode" = all ] || [ "$mode" = bench ] || [ "$mode" = attention ]; then
   PYTHONUNBUFFERED=1 python3 bench/attention_bench.py --lib "$build/libtessera.so" --out "$out/results" ${ATTN_ARGS:-} 2>&1 |
     tee "$out/attention.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  # ATTN_ARCH80=1: the same suite on the sm80 (mma.sync) family, for a same-run comparison on Hopper.
+  if [ -n "${ATTN_ARCH80:-}" ]; then
+    echo "== attention benchmark, sm80 family (TESSERA_ATTN_ARCH=80)"
+    # shellcheck disable=SC2086
+    TESSERA_ATTN_ARCH=80 PYTHONUNBUFFERED=1 python3 bench/attention_bench.py --lib "$build/libtessera.so" \
+      --out "$out/results" --tag sm80 ${ATTN_ARGS:-} 2>&1 | tee -a "$out/attention.log"
+  fi
   # Alternative configurations to compare in the same call: ATTN_VARIANTS="config:head_dims ...".
   for v in ${ATTN_VARIANTS:-}; do
     echo "== attention variant ${v%%:*} (head dims ${v##*:})"
