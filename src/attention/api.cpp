@@ -34,7 +34,7 @@ struct AttnConfig {
 
 const AttnConfig kConfigs[] = {
 #define TESSERA_ATTN_CONFIG(id, name, d, bm, bn, warps, reason) {id, name, 80, d, bm, bn, ((bm) + 2 * (bn)) * (d) * 2},
-#define TESSERA_ATTN_SM90_CONFIG(id, name, d, bm, bn, reason) {id, name, 90, d, bm, bn, ((bm) + 4 * (bn)) * (d) * 2},
+#define TESSERA_ATTN_SM90_CONFIG(id, name, d, bm, bn, overlap, reason) {id, name, 90, d, bm, bn, ((bm) + 4 * (bn)) * (d) * 2},
 #include "attention/configs.def"
 #undef TESSERA_ATTN_CONFIG
 #undef TESSERA_ATTN_SM90_CONFIG

@@ -11,6 +11,9 @@
 //   O += P V: WGMMA 64 x D x 16 with P straight from registers (the S accumulator converted to
 //   f16/bf16 and re-read in the A-operand layout) and V^T read from smem as an MN-major operand.
 //   O / rowsum -> smem (Q's buffer) -> 16-byte coalesced stores; LSE to gmem.
+// With OVERLAP (configs.def) the two GEMMs of consecutive blocks are issued together, so the
+// softmax of block n (SFU/ALU) runs while the tensor core does P V of block n+1 (FA3's
+// intra-warpgroup pipelining); without it, one block's GEMMs and softmax run back to back.
 // cp.async writes smem through the generic proxy and WGMMA reads it through the async proxy: every
 // thread fences (fence.proxy.async) after its copies land, before the barrier that publishes them.
 #pragma once
@@ -24,9 +27,12 @@ namespace tessera::attn::sm90 {
 
 using namespace cute;
 
-template <int D_, int BM_, int BN_, bool BF16, bool Causal_>
+template <int D_, int BM_, int BN_, bool Overlap_, bool BF16, bool Causal_>
 struct Traits {
   static constexpr int D = D_, BM = BM_, BN = BN_;
+  // Overlap: softmax of block n runs while the tensor core does P V of block n+1 (needs P, S and O
+  // live at once); without it each block's two GEMMs and softmax run back to back.
+  static constexpr bool kOverlap = Overlap_;
   static constexpr int kWarpGroups = BM / 64, kThreads = 128 * kWarpGroups;
   static constexpr bool Causal = Causal_;
   using Element = std::conditional_t<BF16, cute::bfloat16_t, cute::half_t>;
@@ -95,24 +101,61 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-// One warpgroup-wide GEMM C (+)= A B over all k-blocks, issued as one WGMMA batch and waited for.
-// ARegs: A is a register fragment (fenced like C), not smem descriptors.
-template <bool ZeroInit, bool ARegs, class Mma, class TA, class TB, class TC>
-__device__ __forceinline__ void wgmma_sync(Mma& mma, TA& a, TB const& b, TC& c) {
-  if constexpr (ARegs) warpgroup_fence_operand(a);
-  warpgroup_fence_operand(c);
-  warpgroup_arrive();
-  mma.accumulate_ = ZeroInit ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
-  CUTE_UNROLL
-  for (int kb = 0; kb < size<2>(a); ++kb) {
-    cute::gemm(mma, a(_, _, kb), b(_, _, kb), c);
-    mma.accumulate_ = GMMA::ScaleOut::One;
+// Per-thread state of the online softmax for the kRows query rows a thread holds.
+template <int kRows>
+struct OnlineSoftmax {
+  float row_max[kRows], row_sum[kRows], correction[kRows];
+
+  __device__ void init() {
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      row_max[r] = -INFINITY;
+      row_sum[r] = 0.0f;
+    }
   }
-  warpgroup_commit_batch();
-  warpgroup_wait<0>();
-  warpgroup_fence_operand(c);
-  if constexpr (ARegs) warpgroup_fence_operand(a);
-}
+
+  // One S block, (rows, cols) view `s` with coordinates `coords` inside the (BM, BN) block whose
+  // first key is col0: masks keys past seqlen_k and (causal) right of the diagonal, then S -> exp2
+  // weights in place, updating the running max and sum. Returns whether a row max of this warp
+  // moved: O then needs rescaling by `correction`.
+  template <bool Causal, class TS, class TC>
+  __device__ bool update(TS& s, TC const& coords, int row0, int col0, bool check, int seqlen_k, int diag,
+                         float scale_log2) {
+    if (check) {  // only the blocks that can hold masked keys pay for it
+      CUTE_UNROLL
+      for (int r = 0; r < size<0>(s); ++r) {
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(s); ++c) {
+          const int col = col0 + get<1>(coords(r, c));
+          const int row = row0 + get<0>(coords(r, c));
+          if (col >= seqlen_k || (Causal && col > row + diag)) s(r, c) = -INFINITY;
+        }
+      }
+    }
+    bool max_moved = false;
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      float mx = row_max[r];
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(s); ++c) mx = fmaxf(mx, s(r, c));
+      mx = quad_max(mx);
+      // A row that has seen only masked keys keeps max = -inf; use 0 so exp2 gives 0, not NaN.
+      const float mx_scaled = mx == -INFINITY ? 0.0f : mx * scale_log2;
+      correction[r] = mx == -INFINITY ? 1.0f : fast_exp2(row_max[r] * scale_log2 - mx_scaled);
+      max_moved |= mx != row_max[r];
+      row_max[r] = mx;
+      row_sum[r] *= correction[r];
+      float sum = 0.0f;
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(s); ++c) {
+        s(r, c) = fast_exp2(s(r, c) * scale_log2 - mx_scaled);
+        sum += s(r, c);
+      }
+      row_sum[r] += sum;  // this thread's part; the quad is summed once at the end
+    }
+    return __any_sync(0xffffffff, max_moved);  // once the maxima settle, the warp skips the rescale
+  }
+};
 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p) {
@@ -196,84 +239,118 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p)
   Tensor tScS = thr_s.partition_C(make_identity_tensor(Shape<Int<BM>, Int<BN>>{}));
   Tensor tScS_rc = make_tensor(tScS.data(), rowcol(tScS.layout()));
   constexpr int kRows = decltype(size<0>(rowcol(acc_o.layout())))::value;  // query rows this thread holds (2)
-  float row_max[kRows], row_sum[kRows];
-  CUTE_UNROLL
-  for (int r = 0; r < kRows; ++r) {
-    row_max[r] = -INFINITY;
-    row_sum[r] = 0.0f;
-  }
+  OnlineSoftmax<kRows> softmax;
+  softmax.init();
 
-  if (n_blocks > 0) {
-    copy_rows(tQgQ, tQsQ, tQcQ, p.seqlen_q);
-    load_kv(n_blocks - 1, (n_blocks - 1) & 1);
-
-    for (int n_block = n_blocks - 1; n_block >= 0; --n_block) {
-      const int stage = n_block & 1;
-      cp_async_wait<0>();
-      cutlass::arch::fence_view_async_shared();  // this thread's smem writes -> visible to WGMMA
-      __syncthreads();  // K(n), V(n) (and Q) landed; every warpgroup is done with block n+1's stage
-      if (n_block > 0) load_kv(n_block - 1, stage ^ 1);
-
-      // S = Q K^T
-      Tensor acc_s = partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{});  // ((2,2,BN/8),1,1) fp32
-      wgmma_sync<true, false>(mma_s, tSrQ, tSrK(_, _, _, stage), acc_s);
-
-      // Masks: keys past the sequence end, and (causal) keys right of the diagonal.
-      Tensor s = make_tensor(acc_s.data(), rowcol(acc_s.layout()));  // (rows, cols)
-      const int col0 = n_block * BN;
-      const bool tail = col0 + BN > p.seqlen_k;
-      const bool diagonal = T::Causal && col0 + BN - 1 > row0 + diag;
-      if (tail || diagonal) {
-        CUTE_UNROLL
-        for (int r = 0; r < size<0>(s); ++r) {
-          CUTE_UNROLL
-          for (int c = 0; c < size<1>(s); ++c) {
-            const int col = col0 + get<1>(tScS_rc(r, c));
-            const int row = row0 + get<0>(tScS_rc(r, c));
-            if (col >= p.seqlen_k || (T::Causal && col > row + diag)) s(r, c) = -INFINITY;
-          }
-        }
-      }
-
-      // Online softmax, per query row.
-      float correction[kRows];
-      bool max_moved = false;
+  // Softmax of S block n in place; O rescaled by the caller when the returned flag says so.
+  auto softmax_block = [&](auto& acc_s, int n_block) {
+    Tensor s = make_tensor(acc_s.data(), rowcol(acc_s.layout()));  // (rows, cols)
+    const int col0 = n_block * BN;
+    const bool check = col0 + BN > p.seqlen_k || (T::Causal && col0 + BN - 1 > row0 + diag);
+    return softmax.template update<T::Causal>(s, tScS_rc, row0, col0, check, p.seqlen_k, diag, p.scale_log2);
+  };
+  auto rescale_o = [&]() {
+    Tensor o_rc = make_tensor(acc_o.data(), rowcol(acc_o.layout()));
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
       CUTE_UNROLL
-      for (int r = 0; r < kRows; ++r) {
-        float mx = row_max[r];
-        CUTE_UNROLL
-        for (int c = 0; c < size<1>(s); ++c) mx = fmaxf(mx, s(r, c));
-        mx = quad_max(mx);
-        // A row that has seen only masked keys keeps max = -inf; use 0 so exp2 gives 0, not NaN.
-        const float mx_scaled = mx == -INFINITY ? 0.0f : mx * p.scale_log2;
-        correction[r] = mx == -INFINITY ? 1.0f : fast_exp2(row_max[r] * p.scale_log2 - mx_scaled);
-        max_moved |= mx != row_max[r];
-        row_max[r] = mx;
-        row_sum[r] *= correction[r];
-        float sum = 0.0f;
-        CUTE_UNROLL
-        for (int c = 0; c < size<1>(s); ++c) {
-          s(r, c) = fast_exp2(s(r, c) * p.scale_log2 - mx_scaled);
-          sum += s(r, c);
-        }
-        row_sum[r] += sum;  // this thread's part; the quad is summed once at the end
-      }
-      if (__any_sync(0xffffffff, max_moved)) {  // once the maxima settle, the warp skips the rescale
-        Tensor o_rc = make_tensor(acc_o.data(), rowcol(acc_o.layout()));
-        CUTE_UNROLL
-        for (int r = 0; r < kRows; ++r) {
-          CUTE_UNROLL
-          for (int c = 0; c < size<1>(o_rc); ++c) o_rc(r, c) *= correction[r];
-        }
-      }
+      for (int c = 0; c < size<1>(o_rc); ++c) o_rc(r, c) *= softmax.correction[r];
+    }
+  };
+  // WGMMA batches, issued without waiting: S = Q K(stage)^T, and O += P V(stage).
+  auto issue_s = [&](auto& acc_s, int stage) {
+    warpgroup_fence_operand(acc_s);
+    warpgroup_arrive();
+    mma_s.accumulate_ = GMMA::ScaleOut::Zero;
+    CUTE_UNROLL
+    for (int kb = 0; kb < size<2>(tSrQ); ++kb) {
+      cute::gemm(mma_s, tSrQ(_, _, kb), tSrK(_, _, kb, stage), acc_s);
+      mma_s.accumulate_ = GMMA::ScaleOut::One;
+    }
+    warpgroup_commit_batch();
+  };
+  auto issue_pv = [&](auto& tOrP, int stage) {
+    warpgroup_fence_operand(tOrP);
+    warpgroup_fence_operand(acc_o);
+    warpgroup_arrive();
+    mma_o.accumulate_ = GMMA::ScaleOut::One;
+    CUTE_UNROLL
+    for (int kb = 0; kb < size<2>(tOrP); ++kb) cute::gemm(mma_o, tOrP(_, _, kb), tOrV(_, _, kb, stage), acc_o);
+    warpgroup_commit_batch();
+  };
+  // All of this thread's cp.async copies landed and are visible to WGMMA; then the CTA barrier.
+  auto wait_copies = [&]() {
+    cp_async_wait<0>();
+    cutlass::arch::fence_view_async_shared();
+    __syncthreads();
+  };
 
-      // O += P V with P from registers.
-      Tensor rP = make_tensor_like<Element>(acc_s);
+  // Main loop; the stage of block n is n & 1 for both K and V.
+  //   Plain: per block, S = Q K^T, softmax, O += P V, each waited for; K/V(n-1) load meanwhile.
+  //   Overlap (FA3's intra-warpgroup pipelining): S(n) and P(n+1) V(n+1) are issued together, and
+  //   the softmax of S(n) runs while the tensor core still does P V; K(n-1) and V(n) load meanwhile.
+  Tensor rP = make_tensor_like<Element>(partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{}));  // P, 16-bit
+  Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));  // ((2,2,2),1,BN/16): the A operand of P V
+  const int n_last = n_blocks - 1;
+  if (n_blocks > 0 && !T::kOverlap) {
+    copy_rows(tQgQ, tQsQ, tQcQ, p.seqlen_q);
+    load_kv(n_last, n_last & 1);
+    for (int n_block = n_last; n_block >= 0; --n_block) {
+      wait_copies();  // K(n), V(n) (and Q) landed; every warpgroup is done with block n+1's stage
+      if (n_block > 0) load_kv(n_block - 1, (n_block - 1) & 1);
+      Tensor acc_s = partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{});  // ((2,2,BN/8),1,1) fp32
+      issue_s(acc_s, n_block & 1);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(acc_s);
+      if (softmax_block(acc_s, n_block)) rescale_o();
       CUTE_UNROLL
       for (int i = 0; i < size(acc_s); ++i) rP(i) = Element(acc_s(i));
-      Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));  // ((2,2,2),1,BN/16)
-      wgmma_sync<false, true>(mma_o, tOrP, tOrV(_, _, _, stage), acc_o);
+      issue_pv(tOrP, n_block & 1);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(acc_o);
     }
+  }
+  if (n_blocks > 0 && T::kOverlap) {
+    copy_rows(tQgQ, tQsQ, tQcQ, p.seqlen_q);
+    load_kv(n_last, n_last & 1);
+    wait_copies();
+    if (n_last > 0) {
+      copy_rows(tKgK(_, _, _, n_last - 1), tKsK(_, _, _, (n_last - 1) & 1), tKcK(_, _, _, n_last - 1), p.seqlen_k);
+      cp_async_fence();
+    }
+    {
+      Tensor acc_s = partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{});  // ((2,2,BN/8),1,1) fp32
+      issue_s(acc_s, n_last & 1);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(acc_s);
+      softmax_block(acc_s, n_last);  // O is still zero: nothing to rescale
+      CUTE_UNROLL
+      for (int i = 0; i < size(acc_s); ++i) rP(i) = Element(acc_s(i));
+    }
+    for (int n_block = n_last - 1; n_block >= 0; --n_block) {
+      wait_copies();  // K(n) and V(n+1) landed; every warpgroup is done with the stages refilled next
+      if (n_block > 0)
+        copy_rows(tKgK(_, _, _, n_block - 1), tKsK(_, _, _, (n_block - 1) & 1), tKcK(_, _, _, n_block - 1), p.seqlen_k);
+      copy_rows(tVgV(_, _, _, n_block), tVsV(_, _, _, n_block & 1), tKcK(_, _, _, n_block), p.seqlen_k);
+      cp_async_fence();
+
+      Tensor acc_s = partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{});
+      issue_s(acc_s, n_block & 1);
+      issue_pv(tOrP, (n_block + 1) & 1);
+      warpgroup_wait<1>();  // S(n) is done; P(n+1) V(n+1) may still run
+      warpgroup_fence_operand(acc_s);
+      const bool moved = softmax_block(acc_s, n_block);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(acc_o);
+      warpgroup_fence_operand(tOrP);
+      if (moved) rescale_o();  // O holds blocks > n, all weighted by the old max
+      CUTE_UNROLL
+      for (int i = 0; i < size(acc_s); ++i) rP(i) = Element(acc_s(i));
+    }
+    wait_copies();  // V(0) landed
+    issue_pv(tOrP, 0);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc_o);
   }
 
   // ---- epilogue: normalise, LSE, O -> smem -> gmem ----
@@ -282,13 +359,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p)
   Tensor tOcO_rc = make_tensor(tOcO.data(), rowcol(tOcO.layout()));
   CUTE_UNROLL
   for (int r = 0; r < kRows; ++r) {
-    const float sum = quad_sum(row_sum[r]);
+    const float sum = quad_sum(softmax.row_sum[r]);
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // a row with no visible key: O = 0
     CUTE_UNROLL
     for (int c = 0; c < size<1>(o_rc); ++c) o_rc(r, c) *= inv;
     const int row = row0 + get<0>(tOcO_rc(r, 0));
     if (p.lse && (tid % 4) == 0 && row < p.seqlen_q) {
-      const float lse = sum > 0.0f ? (row_max[r] * p.scale_log2 + __log2f(sum)) * 0.69314718055994530942f : -INFINITY;
+      const float lse = sum > 0.0f ? (softmax.row_max[r] * p.scale_log2 + __log2f(sum)) * 0.69314718055994530942f : -INFINITY;
       p.lse[(int64_t(b) * p.heads_q + head) * p.seqlen_q + row] = lse;
     }
   }
