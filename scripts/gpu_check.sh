@@ -63,6 +63,14 @@ if [ "$mode" = all ] || [ "$mode" = sanitize ]; then
         done
       done
     done
+    for cfg in sm90_128x128x64_s6_coop sm90_128x256x64_s4_c2_coop; do  # split-K fix-up, 5 ranges (> one group of 4)
+      for tool in memcheck racecheck; do
+        echo "-- $tool $cfg split-K 5"
+        TESSERA_GEMM_SPLITS=5 compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" gemm --m 300 \
+          --n 520 --k 1000 --batch 2 --dtype bf16 --layout nt --beta 0.5 --config $cfg --verify --iters 1 --warmup 0 ||
+          echo "SANITIZER_FAIL $tool $cfg split-K"
+      done
+    done
     echo "-- memcheck padded path (unaligned K)"
     compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tools/tessera" gemm --m 130 --n 70 --k 33 \
       --dtype f16 --layout nt --verify --iters 1 --warmup 0 || echo "SANITIZER_FAIL memcheck padded"

@@ -2,6 +2,7 @@
 // operands into the workspace if needed -> launch.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -47,6 +48,21 @@ Status requested_config(const GemmArgs& args, const Config** out) {
   *out = gemm_impl::find_config(name);
   if (!*out)
     return invalid(std::string(from) + ": unknown configuration '" + name + "' (known: " + gemm_impl::config_names() + ")");
+  return Status::success();
+}
+
+// TESSERA_GEMM_SPLITS=N (1..kMaxSplits, for measurements such as a split-K sweep) replaces the
+// heuristic's number of K ranges on the sm90 path; gemm_workspace_size then has room for it (a
+// smaller workspace lowers it).
+Status splits_override(int* splits) {
+  const char* env = std::getenv("TESSERA_GEMM_SPLITS");
+  if (!env || !*env) return Status::success();
+  char* end = nullptr;
+  const long v = std::strtol(env, &end, 10);
+  if (*end != '\0' || v < 1 || v > gemm_impl::kMaxSplits)
+    return invalid(std::string("TESSERA_GEMM_SPLITS: must be an integer in 1..") + std::to_string(gemm_impl::kMaxSplits) +
+                   " (got '" + env + "')");
+  *splits = int(v);
   return Status::success();
 }
 
@@ -111,6 +127,8 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
     return invalid("workspace: must be 256-byte aligned (cudaMalloc memory is)");
   const Config* req = nullptr;  // an unknown name is an argument error, with or without a GPU
   if (Status s = requested_config(args, &req); !s.ok()) return s;
+  int forced_splits = 0;
+  if (Status s = splits_override(&forced_splits); !s.ok()) return s;
   GemmPlan plan = gemm_impl::make_plan(args);
   if (plan.empty) return Status::success();
 
@@ -152,7 +170,7 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
   else if (cfg->kernel == Kernel::Sm90) {
     // Split-K in the workspace after the pad copies, as many ranges as the caller's bytes allow.
     gemm_impl::sm90::SplitK split;
-    split.splits = gemm_impl::select_splits(*cfg, p.m, p.n, p.k, p.batch, dev.sm_count);
+    split.splits = forced_splits > 0 ? forced_splits : gemm_impl::select_splits(*cfg, p.m, p.n, p.k, p.batch, dev.sm_count);
     const size_t room = workspace_bytes > pad_bytes ? workspace_bytes - pad_bytes : 0;
     while (split.splits > 1 && gemm_impl::splitk_bytes(*cfg, p.m, p.n, p.batch, split.splits) > room) --split.splits;
     if (split.splits > 1) split.workspace = static_cast<char*>(workspace) + pad_bytes;
@@ -172,7 +190,17 @@ Status gemm(const GemmArgs& args, void* stream, void* workspace, size_t workspac
 Status gemm_workspace_size(const GemmArgs& args, size_t* bytes) {
   if (!bytes) return detail::remember(invalid("bytes: null pointer"));
   if (Status s = gemm_impl::validate(args); !s.ok()) return detail::remember(s);
-  *bytes = gemm_impl::make_plan(args).workspace_bytes;
+  int forced_splits = 0;
+  if (Status s = splits_override(&forced_splits); !s.ok()) return detail::remember(s);
+  const GemmPlan plan = gemm_impl::make_plan(args);
+  *bytes = plan.workspace_bytes;
+  if (forced_splits > 1 && !plan.empty) {  // room for the forced ranges on any config
+    const gemm_impl::GemmParams& p = plan.params;
+    size_t most = 0;
+    for (const Config& c : gemm_impl::configs())
+      most = std::max(most, gemm_impl::splitk_bytes(c, p.m, p.n, p.batch, forced_splits));
+    *bytes = std::max(*bytes, plan.a.pad_bytes + plan.b.pad_bytes + most);
+  }
   return detail::remember(Status::success());
 }
 

@@ -1,5 +1,6 @@
 #include "gemm/configs.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "gemm/sm90/config_shape.hpp"
@@ -69,12 +70,30 @@ const Config* select_in(Kernel family, const HeuristicInput& in) {
   return smallest;
 }
 
-// Hopper's cost model: time ~ waves * (k-tiles per unit + split-K fix-up) * (BM * BN) / throughput.
-// Tile area counts the padding a tile wastes at the edges, waves count the idle SMs of a partial
-// last wave. The fix-up (each range writes a BM x BN fp32 partial, the last one reads them all) is
-// charged kSplitKFixupKTiles k-tiles per partial moved: through one SM's share of L2 bandwidth a
-// 128x128 fp32 partial takes about as long as two 128x128x64 k-tiles of WGMMA.
-constexpr long long kSplitKFixupKTiles = 2;
+// Hopper's cost model, in estimated microseconds on the device. The grid's units (tile x K range)
+// stream their k-tiles through the tensor cores while pulling their A and B tiles out of L2, and
+// the whole problem's A and B come from DRAM once; the slowest of the three sets the pace:
+//   mma  = waves x k-tiles per unit x 2 BM BN BK / (kSmFlopsPerUs x throughput / 100)
+//   l2   = units x k-tiles per unit x (BM + BN / cluster_m) x BK x 2 bytes / kL2BytesPerUs
+//          (a 2x1 cluster multicasts B, so each CTA pulls half of its B tile)
+//   dram = (M K + N K) x 2 bytes x batch / kDramBytesPerUs
+// Measured on an H100 with ncu (3000^3 bf16): 128x128 tiles ran L2-bound (81% of L2 throughput,
+// 327 TFLOP/s), 128x256 tiles in 2x1 clusters used 45% of it and ran at 473 TFLOP/s, which the
+// old model (waves x tile area / throughput) got the wrong way round.
+// Split-K adds a fix-up (the counter memset, every range staging its fp32 partial out, fences and
+// atomics, the last range summing them). Fitted to a forced-split sweep on the H100 (128x128
+// tiles, bf16, back-to-back launches): 128x4096x4096 ran 25.1/27.0/29.2/30.0 us at 1/2/3/4 ranges
+// although the mainloop halves, 1024^3 11.1 vs 18.6 us at 1 vs 2; only long K paid off
+// (128x4096x14336: 72.7 us unsplit, 60.6 at 2 ranges). About 10 us + 5 us per range.
+constexpr double kSmFlopsPerUs = 6.0e6;   // per SM at throughput 100: ~790 TFLOP/s on 132 SMs
+constexpr double kL2BytesPerUs = 6.5e6;   // L2 -> SM, whole GPU (H100: ~90% of the ~7 TB/s ncu peak)
+constexpr double kDramBytesPerUs = 3.0e6; // HBM3, ~90% of 3.35 TB/s
+// Measured, not derived: where DRAM sets the pace (M = 128), 256-wide tiles streamed B at ~70% of
+// the rate of 128-wide ones (H100, tune, bf16: 128x28672x4096 138 vs 93 us; 128x57344x8192 500 vs
+// 349 us), so the dram term charges them accordingly.
+constexpr double kWideTileDramShare = 0.7;
+constexpr double kSplitKFixedUs = 10.0;
+constexpr double kSplitKPerRangeUs = 5.0;
 
 double sm90_cost(const Config& c, long long m, long long n, long long k, long long batch, int sm_count, int splits) {
   // Clusters walk cluster_m tiles along M together (a rank past the last tile idles).
@@ -82,8 +101,11 @@ double sm90_cost(const Config& c, long long m, long long n, long long k, long lo
   const long long units = tiles_m * ((n + c.bn - 1) / c.bn) * batch * splits;
   const long long waves = (units + sm_count - 1) / sm_count;
   const long long k_tiles = ((k + c.bk - 1) / c.bk + splits - 1) / splits;
-  const long long fixup = splits > 1 ? kSplitKFixupKTiles * (splits + 1) : 0;
-  return double(waves) * double(k_tiles + fixup) * c.bm * c.bn * 100.0 / c.throughput;
+  const double mma = double(waves) * k_tiles * 2.0 * c.bm * c.bn * c.bk / (kSmFlopsPerUs * c.throughput / 100.0);
+  const double l2 = double(units) * k_tiles * (c.bm + double(c.bn) / c.cluster_m) * c.bk * 2.0 / kL2BytesPerUs;
+  const double dram = double(m + n) * k * 2.0 * batch / (kDramBytesPerUs * (c.bn >= 256 ? kWideTileDramShare : 1.0));
+  const double fixup = splits > 1 ? kSplitKFixedUs + kSplitKPerRangeUs * splits : 0.0;
+  return std::max(mma, std::max(l2, dram)) + fixup;
 }
 
 // The config of least cost (ties keep the earlier, larger tile).

@@ -138,15 +138,22 @@ TEST(ConfigTable, Sm90SmemFormulaMatchesTheLayout) {
 TEST(Heuristic, HopperWithTmaReadyOperandsTakesWgmma) {
   EXPECT_STREQ(pick_tma(kH100, 8192, 8192, 8192).name, kSm90Large);
   EXPECT_STREQ(pick_tma(kH100, 4096, 4096, 4096).name, kSm90Large);
-  // 1024^2: 32 tiles of 128x256, 64 of 128x128: neither fills 132 SMs -> the smaller tile.
-  EXPECT_STREQ(pick_tma(kH100, 1024, 1024, 1024).name, kSm90Medium);
-  EXPECT_STREQ(pick_tma(kH100, 1, 1, 1).name, kSm90Medium);
+  // 3000^3: 576 tiles of 128x128 pull 887 MB out of L2 (L2-bound: ncu 81% of L2 throughput on the
+  // H100, 164 us); 288 tiles of 128x256 in 2x1 clusters pull 443 MB (114 us, measured).
+  EXPECT_STREQ(pick_tma(kH100, 3000, 3000, 3000).name, kSm90Large);
+  EXPECT_STREQ(pick_tma(kH100, 1536, 1536, 1536).name, kSm90Large);
+  // M = 128: DRAM sets the pace (B is read once); a 2x1 cluster would be half empty and 256-wide
+  // tiles streamed B at ~70% of the rate of 128-wide ones (measured), so 128x128.
   EXPECT_STREQ(pick_tma(kH100, 128, 16384, 4096).name, kSm90Medium);
-  // M = 128, N = 65536: a 2x1 cluster would be half empty; 512 tiles of 128x128 (4 waves) edge out
-  // 256 unclustered 128x256 tiles (2 waves at 88% of the rate).
   EXPECT_STREQ(pick_tma(kH100, 128, 65536, 4096).name, kSm90Medium);
   // N = 128: a 256-wide tile would be half padding; 224 tiles of 128x128 instead.
   EXPECT_STREQ(pick_tma(kH100, 28672, 128, 4096).name, kSm90Medium);
+}
+
+TEST(Heuristic, SmallProblemsStayOnWgmma) {
+  // Unsplit, the sm90 kernel beat sm80_64x64 at 1024^3 on the H100 (11.1 vs 15.2 us).
+  EXPECT_STREQ(pick_tma(kH100, 1024, 1024, 1024).name, kSm90Medium);
+  EXPECT_STREQ(pick_tma(kH100, 1, 1, 1).name, kSm90Medium);
 }
 
 TEST(Heuristic, Sm90OnlyOnCc90) {
@@ -229,10 +236,11 @@ TEST(Heuristic, NoSm80ConfigFitsFallsBack) {
 TEST(SplitK, OnlyWhenTheTilesLeaveSMsIdle) {
   const Config& large = *ti::find_config(kSm90Large);
   const Config& medium = *ti::find_config(kSm90Medium);
-  // 128 x 4096 x 4096 on 132 SMs: 32 tiles of 128x128 -> 4 ranges of 16 k-tiles (128 units).
-  EXPECT_EQ(ti::select_splits(medium, 128, 4096, 4096, 1, 132), 4);
-  // 1024^2 x 1024: 64 tiles -> 2 ranges of 8 k-tiles.
-  EXPECT_EQ(ti::select_splits(medium, 1024, 1024, 1024, 1, 132), 2);
+  // The fix-up costs ~10 us + 5 us per range (measured), so only long K splits: 128 x 4096 x 4096
+  // (32 tiles of 64 k-tiles) ran fastest unsplit, 128 x 4096 x 14336 (224 k-tiles) at 2 ranges.
+  EXPECT_EQ(ti::select_splits(medium, 128, 4096, 4096, 1, 132), 1);
+  EXPECT_EQ(ti::select_splits(medium, 128, 4096, 14336, 1, 132), 2);
+  EXPECT_EQ(ti::select_splits(medium, 1024, 1024, 1024, 1, 132), 1);
   // Enough tiles: no split.
   EXPECT_EQ(ti::select_splits(large, 8192, 8192, 8192, 1, 132), 1);
   EXPECT_EQ(ti::select_splits(medium, 2048, 2048, 8192, 1, 132), 1);
@@ -240,8 +248,10 @@ TEST(SplitK, OnlyWhenTheTilesLeaveSMsIdle) {
   EXPECT_EQ(ti::select_splits(medium, 128, 128, 64 * 7, 1, 132), 1);
   // ... and a split must pay for its fix-up: 2 ranges of 4 k-tiles cost more than 8 k-tiles.
   EXPECT_EQ(ti::select_splits(medium, 128, 128, 64 * 8, 1, 132), 1);
-  // 64 k-tiles on one tile: 5 ranges of 13 k-tiles + the fix-up of 6 partials is the cost minimum.
-  EXPECT_EQ(ti::select_splits(medium, 128, 128, 64 * 64, 1, 132), 5);
+  // 64 k-tiles on one tile: 23.6 us of mainloop does not pay for a fix-up.
+  EXPECT_EQ(ti::select_splits(medium, 128, 128, 64 * 64, 1, 132), 1);
+  // 1024 k-tiles on one tile (~380 us unsplit): 9 ranges of 114 k-tiles (~42 + 55 us of fix-up).
+  EXPECT_EQ(ti::select_splits(medium, 128, 128, 64 * 1024, 1, 132), 9);
   // One tile, huge K: at most kMaxSplits.
   EXPECT_EQ(ti::select_splits(medium, 64, 64, 1 << 20, 1, 132), ti::kMaxSplits);
   // Not for the mma.sync family.

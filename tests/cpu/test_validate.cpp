@@ -5,6 +5,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <set>
 #include <string>
 #include <thread>
@@ -601,6 +602,23 @@ TEST(ApiChecks, SelectConfigValidatesFirst) {
   const Status s = tessera::gemm_select_config(g, &name);
   EXPECT_EQ(s.code, TESSERA_STATUS_INVALID_ARGUMENT);
   EXPECT_EQ(name, "untouched");
+}
+
+TEST(ApiChecks, SplitsOverrideIsValidatedBeforeTheDevice) {
+  struct Env {
+    explicit Env(const char* v) { ::setenv("TESSERA_GEMM_SPLITS", v, 1); }
+    ~Env() { ::unsetenv("TESSERA_GEMM_SPLITS"); }
+  };
+  for (const char* bad : {"0", "17", "-1", "2x", "many"}) {
+    Env e(bad);
+    const Status s = tessera::gemm(valid_args(), nullptr, nullptr, 0);
+    EXPECT_EQ(s.code, TESSERA_STATUS_INVALID_ARGUMENT) << bad << ": " << s.message;
+    EXPECT_TRUE(contains(s.message, "TESSERA_GEMM_SPLITS")) << s.message;
+  }
+  if (!has_cuda_device()) {  // a valid count gets as far as the missing device
+    Env e("4");
+    EXPECT_EQ(tessera::gemm(valid_args(), nullptr, nullptr, 0).code, TESSERA_STATUS_CUDA_ERROR);
+  }
 }
 
 TEST(ApiChecks, ZeroSizeProblemsSucceedWithoutADevice) {

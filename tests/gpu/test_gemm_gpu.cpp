@@ -916,4 +916,46 @@ TEST_F(GemmConfigSelection, EnvironmentOverride) {
   }
 }
 
+// Split-K with the number of K ranges forced (TESSERA_GEMM_SPLITS) on every sm90 config: 1 range,
+// fewer and more than one fix-up group of 4, ranges of a single k-tile, and more ranges than
+// k-tiles (empty ranges). gemm_workspace_size makes room for the forced count.
+TEST_F(GemmConfigSelection, SplitKSweep) {
+  struct S {
+    int64_t m, n, k, batch;
+    int layout;
+    float beta;
+  };
+  const S shapes[] = {{300, 520, 1000, 2, 1, 0.5f},  // 15 tiles of 128x128, 16 k-tiles, batched, beta
+                      {256, 136, 4099, 1, 0, 0.0f},  // ragged N and K (65 k-tiles)
+                      {130, 70, 200, 1, 2, -1.0f}};  // 4 k-tiles: splits beyond it leave ranges empty
+  const DeviceFacts f = device_facts();
+  for (const std::string& cfg : all_config_names()) {
+    const ti::Config* x = ti::find_config(cfg);
+    if (x->kernel != ti::Kernel::Sm90 || f.cc != 90) continue;
+    for (int splits : {1, 2, 3, 4, 5, 8, 16}) {
+      EnvGuard env("TESSERA_GEMM_SPLITS", std::to_string(splits));
+      for (const S& sh : shapes) {
+        Case c;
+        c.config = cfg;
+        c.ab = DType::BF16;
+        c.dt = splits % 2 ? DType::BF16 : DType::F32;
+        apply_layout(c, sh.layout);
+        c.m = sh.m;
+        c.n = sh.n;
+        c.k = sh.k;
+        c.batch = sh.batch;
+        c.beta = sh.beta;
+        check("GemmConfigSelection", cfg + " TESSERA_GEMM_SPLITS sweep", c);
+      }
+    }
+  }
+  EnvGuard env("TESSERA_GEMM_SPLITS", "0");
+  Case c;
+  apply_layout(c, 1);
+  c.m = c.n = c.k = 64;
+  c.expect = TESSERA_STATUS_INVALID_ARGUMENT;
+  c.expect_message = "TESSERA_GEMM_SPLITS";
+  check("GemmConfigSelection", "TESSERA_GEMM_SPLITS out of range: refused", c);
+}
+
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include <cute/tensor.hpp>
 
+#include "attention/common.cuh"
 #include "attention/params.hpp"
 
 namespace tessera::attn::sm80 {
@@ -81,55 +82,22 @@ CUTE_HOST_DEVICE constexpr auto acc_as_a(Layout l) {
   return make_layout(make_layout(get<0>(d), get<2, 0>(d)), get<1>(d), get<2, 1>(d));
 }
 
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffff, x, 2));
-}
-// 2^x on the SFU (ex2.approx.ftz: ~2 ulp, flushes denormals, which softmax weights can lose).
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffff, x, 1);
-  return x + __shfl_xor_sync(0xffffffff, x, 2);
-}
-
 template <class T>
 __global__ void __launch_bounds__(T::kThreads) attention_kernel(AttnParams p) {
   using Element = typename T::Element;
   constexpr int BM = T::BM, BN = T::BN, D = T::D;
   extern __shared__ __align__(128) unsigned char smem[];
   const int tid = threadIdx.x;
-  // Causal: the highest query blocks see the most keys; launch them first (longest-first) so the
-  // short ones fill the tail of the grid.
-  const int m_block = T::Causal ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
-  const int head = blockIdx.y, b = blockIdx.z;
-  const int head_kv = head / (p.heads_q / p.heads_kv);
-  const int row0 = m_block * BM;
-  const int diag = p.seqlen_k - p.seqlen_q;  // causal: query i sees keys j <= i + diag
-
-  // Key blocks this query block needs (causal: up to the last row's diagonal).
-  int n_blocks = (p.seqlen_k + BN - 1) / BN;
-  if constexpr (T::Causal) {
-    const int last_row = min(row0 + BM, p.seqlen_q) - 1;
-    n_blocks = min(n_blocks, max(0, (last_row + diag + 1 + BN - 1) / BN));
-  }
-
-  // Global tensors of this (batch, head): (S, D) with unit stride along D.
-  const Element* q_ptr = static_cast<const Element*>(p.q) + b * p.q_stride[0] + head * p.q_stride[2];
-  const Element* k_ptr = static_cast<const Element*>(p.k) + b * p.k_stride[0] + head_kv * p.k_stride[2];
-  const Element* v_ptr = static_cast<const Element*>(p.v) + b * p.v_stride[0] + head_kv * p.v_stride[2];
-  Element* o_ptr = static_cast<Element*>(p.o) + b * p.o_stride[0] + head * p.o_stride[2];
-  Tensor mQ = make_tensor(make_gmem_ptr(q_ptr), make_shape(p.seqlen_q, Int<D>{}), make_stride(p.q_stride[1], _1{}));
-  Tensor mK = make_tensor(make_gmem_ptr(k_ptr), make_shape(p.seqlen_k, Int<D>{}), make_stride(p.k_stride[1], _1{}));
-  Tensor mV = make_tensor(make_gmem_ptr(v_ptr), make_shape(p.seqlen_k, Int<D>{}), make_stride(p.v_stride[1], _1{}));
-  Tensor mO = make_tensor(make_gmem_ptr(o_ptr), make_shape(p.seqlen_q, Int<D>{}), make_stride(p.o_stride[1], _1{}));
-  Tensor gQ = local_tile(mQ, Shape<Int<BM>, Int<D>>{}, make_coord(m_block, 0));  // (BM,D)
-  Tensor gO = local_tile(mO, Shape<Int<BM>, Int<D>>{}, make_coord(m_block, 0));  // (BM,D)
-  Tensor cQ = local_tile(make_identity_tensor(shape(mQ)), Shape<Int<BM>, Int<D>>{}, make_coord(m_block, 0));  // -> (s,d)
+  const QueryBlock qb = query_block<BM, BN, T::Causal>(p);
+  const int n_blocks = qb.n_blocks;
+  auto heads = head_tensors<Element, D>(p, qb);
+  Tensor mQ = get<0>(heads);  // (seq, D)
+  Tensor mK = get<1>(heads);
+  Tensor mV = get<2>(heads);
+  Tensor mO = get<3>(heads);
+  Tensor gQ = local_tile(mQ, Shape<Int<BM>, Int<D>>{}, make_coord(qb.m_block, 0));  // (BM,D)
+  Tensor gO = local_tile(mO, Shape<Int<BM>, Int<D>>{}, make_coord(qb.m_block, 0));  // (BM,D)
+  Tensor cQ = local_tile(make_identity_tensor(shape(mQ)), Shape<Int<BM>, Int<D>>{}, make_coord(qb.m_block, 0));  // -> (s,d)
   Tensor gK = local_tile(mK, Shape<Int<BN>, Int<D>>{}, make_coord(_, 0));        // (BN,D,n_blocks)
   Tensor gV = local_tile(mV, Shape<Int<BN>, Int<D>>{}, make_coord(_, 0));        // (BN,D,n_blocks)
   Tensor cK = local_tile(make_identity_tensor(shape(mK)), Shape<Int<BN>, Int<D>>{}, make_coord(_, 0));
@@ -151,16 +119,6 @@ __global__ void __launch_bounds__(T::kThreads) attention_kernel(AttnParams p) {
   Tensor tVgV = thr_g2s.partition_S(gV);
   Tensor tVsV = thr_g2s.partition_D(sV);
   Tensor tKcK = thr_g2s.partition_S(cK);  // (CPY,CPY_N,CPY_D,n_blocks) -> (s,d)
-
-  auto copy_rows = [&](auto const& src, auto& dst, auto const& coords, int rows) {
-    CUTE_UNROLL
-    for (int i = 0; i < size<1>(dst); ++i) {
-      const bool in = get<0>(coords(0, i, 0)) < rows;
-      CUTE_UNROLL
-      for (int j = 0; j < size<2>(dst); ++j) copy(g2s.with(in), src(_, i, j), dst(_, i, j));
-    }
-  };
-
 
   // ---- MMA partitions ----
   typename T::TiledMma mma;
@@ -186,17 +144,13 @@ __global__ void __launch_bounds__(T::kThreads) attention_kernel(AttnParams p) {
   Tensor tScS = thr_mma.partition_C(cS);
   Tensor tScS_rc = make_tensor(tScS.data(), rowcol(tScS.layout()));
   constexpr int kRows = decltype(size<0>(rowcol(acc_o.layout())))::value;  // query rows this thread holds (2 * MMA_M)
-  float row_max[kRows], row_sum[kRows];
-  CUTE_UNROLL
-  for (int r = 0; r < kRows; ++r) {
-    row_max[r] = -INFINITY;
-    row_sum[r] = 0.0f;
-  }
+  OnlineSoftmax<kRows> softmax;
+  softmax.init();
 
   if (n_blocks > 0) {
     int n_block = n_blocks - 1;
-    copy_rows(tQgQ, tQsQ, tQcQ, p.seqlen_q);
-    copy_rows(tKgK(_, _, _, n_block), tKsK, tKcK(_, _, _, n_block), p.seqlen_k);
+    copy_rows(g2s, tQgQ, tQsQ, tQcQ, p.seqlen_q);
+    copy_rows(g2s, tKgK(_, _, _, n_block), tKsK, tKcK(_, _, _, n_block), p.seqlen_k);
     cp_async_fence();
 
     for (; n_block >= 0; --n_block) {
@@ -204,7 +158,7 @@ __global__ void __launch_bounds__(T::kThreads) attention_kernel(AttnParams p) {
       clear(acc_s);
       cp_async_wait<0>();
       __syncthreads();  // K(n) (and Q) landed; every thread is done reading V(n+1)
-      copy_rows(tVgV(_, _, _, n_block), tVsV, tKcK(_, _, _, n_block), p.seqlen_k);
+      copy_rows(g2s, tVgV(_, _, _, n_block), tVsV, tKcK(_, _, _, n_block), p.seqlen_k);
       cp_async_fence();
 
       // S = Q K^T, one k-block (16 of D) at a time.
@@ -226,63 +180,20 @@ __global__ void __launch_bounds__(T::kThreads) attention_kernel(AttnParams p) {
         cute::gemm(mma, tSrQ(_, _, kb), tSrK(_, _, kb), acc_s);
       }
 
-      // Masks: keys past the sequence end, and (causal) keys right of the diagonal. Only the
-      // blocks that can contain such keys pay for the check.
-      Tensor s = make_tensor(acc_s.data(), rowcol(acc_s.layout()));  // (rows, cols)
-      const int col0 = n_block * BN;
-      const bool tail = col0 + BN > p.seqlen_k;
-      const bool diagonal = T::Causal && col0 + BN - 1 > row0 + diag;
-      if (tail || diagonal) {
-        CUTE_UNROLL
-        for (int r = 0; r < size<0>(s); ++r) {
-          CUTE_UNROLL
-          for (int c = 0; c < size<1>(s); ++c) {
-            const int col = col0 + get<1>(tScS_rc(r, c));
-            const int row = row0 + get<0>(tScS_rc(r, c));
-            if (col >= p.seqlen_k || (T::Causal && col > row + diag)) s(r, c) = -INFINITY;
-          }
-        }
-      }
-
       cp_async_wait<0>();
       __syncthreads();  // V(n) landed; every thread is done reading K(n)
       if (n_block > 0) {
-        copy_rows(tKgK(_, _, _, n_block - 1), tKsK, tKcK(_, _, _, n_block - 1), p.seqlen_k);
+        copy_rows(g2s, tKgK(_, _, _, n_block - 1), tKsK, tKcK(_, _, _, n_block - 1), p.seqlen_k);
         cp_async_fence();
       }
 
-      // Online softmax, per query row: new max, rescale O and the running sum, P = exp2(...).
-      float correction[size<0>(s)];
-      bool max_moved = false;
-      CUTE_UNROLL
-      for (int r = 0; r < size<0>(s); ++r) {
-        float mx = row_max[r];
-        CUTE_UNROLL
-        for (int c = 0; c < size<1>(s); ++c) mx = fmaxf(mx, s(r, c));
-        mx = quad_max(mx);
-        // A row that has seen only masked keys keeps max = -inf; use 0 so exp2 gives 0, not NaN.
-        const float mx_scaled = mx == -INFINITY ? 0.0f : mx * p.scale_log2;
-        correction[r] = mx == -INFINITY ? 1.0f : fast_exp2(row_max[r] * p.scale_log2 - mx_scaled);
-        max_moved |= mx != row_max[r];
-        row_max[r] = mx;
-        row_sum[r] *= correction[r];
-        float sum = 0.0f;
-        CUTE_UNROLL
-        for (int c = 0; c < size<1>(s); ++c) {
-          s(r, c) = fast_exp2(s(r, c) * p.scale_log2 - mx_scaled);
-          sum += s(r, c);
-        }
-        row_sum[r] += sum;  // this thread's part; the quad is summed once at the end
-      }
-      // Rescaling O costs one multiply per O register; once the maxima settle (most key blocks
-      // of a long row) no row of the warp moves, and the warp skips it.
-      if (__any_sync(0xffffffff, max_moved)) {
+      // Masks (keys past the sequence end; causal: right of the diagonal) and the online softmax.
+      Tensor s = make_tensor(acc_s.data(), rowcol(acc_s.layout()));  // (rows, cols)
+      const int col0 = n_block * BN;
+      const bool check = col0 + BN > p.seqlen_k || (T::Causal && col0 + BN - 1 > qb.row0 + qb.diag);
+      if (softmax.template update<T::Causal>(s, tScS_rc, qb, col0, check, p)) {
         Tensor o_rc = make_tensor(acc_o.data(), rowcol(acc_o.layout()));
-        CUTE_UNROLL
-        for (int r = 0; r < size<0>(o_rc); ++r) {
-          CUTE_UNROLL
-          for (int c = 0; c < size<1>(o_rc); ++c) o_rc(r, c) *= correction[r];
-        }
+        softmax.rescale(o_rc);
       }
 
       // O += P V. P stays in registers: the fp32 accumulator, viewed in the A-operand layout, is
@@ -301,45 +212,13 @@ __global__ void __launch_bounds__(T::kThreads) attention_kernel(AttnParams p) {
     }
   }
 
-  // ---- epilogue: normalise, LSE, O -> smem -> gmem ----
+  // ---- epilogue: normalise, LSE, O -> smem (Q's buffer) -> gmem ----
   Tensor o_rc = make_tensor(acc_o.data(), rowcol(acc_o.layout()));
-  Tensor cO = make_identity_tensor(Shape<Int<BM>, Int<D>>{});
-  Tensor tOcO = thr_mma.partition_C(cO);
-  Tensor tOcO_rc = make_tensor(tOcO.data(), rowcol(tOcO.layout()));
-  CUTE_UNROLL
-  for (int r = 0; r < size<0>(o_rc); ++r) {
-    const float sum = quad_sum(row_sum[r]);
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // a row with no visible key: O = 0
-    CUTE_UNROLL
-    for (int c = 0; c < size<1>(o_rc); ++c) o_rc(r, c) *= inv;
-    const int row = row0 + get<0>(tOcO_rc(r, 0));
-    if (p.lse && (tid % 4) == 0 && row < p.seqlen_q) {
-      const float lse = sum > 0.0f ? (row_max[r] * p.scale_log2 + __log2f(sum)) * 0.69314718055994530942f : -INFINITY;
-      p.lse[(int64_t(b) * p.heads_q + head) * p.seqlen_q + row] = lse;
-    }
-  }
-
+  Tensor tOcO = thr_mma.partition_C(make_identity_tensor(Shape<Int<BM>, Int<D>>{}));
+  softmax.finish(o_rc, make_tensor(tOcO.data(), rowcol(tOcO.layout())), qb, p);
   __syncthreads();  // every warp is done with sQ (its last S) before O overwrites it
   Tensor sO = make_tensor(sQ.data(), typename T::SmemLayoutQ{});  // (BM,D)
-  Tensor rO = make_tensor_like<Element>(acc_o);
-  CUTE_UNROLL
-  for (int i = 0; i < size(acc_o); ++i) rO(i) = Element(acc_o(i));
-  auto r2s = make_tiled_copy_C(Copy_Atom<DefaultCopy, Element>{}, mma);
-  copy(r2s, r2s.get_slice(tid).retile_S(rO), r2s.get_slice(tid).partition_D(sO));
-  __syncthreads();
-
-  typename T::GmemCopyOut s2g;
-  auto thr_s2g = s2g.get_slice(tid);
-  Tensor tOsO = thr_s2g.partition_S(sO);  // (CPY,CPY_M,CPY_D)
-  Tensor tOgO = thr_s2g.partition_D(gO);
-  Tensor tOcO_g = thr_s2g.partition_D(cQ);
-  CUTE_UNROLL
-  for (int i = 0; i < size<1>(tOsO); ++i) {
-    if (get<0>(tOcO_g(0, i, 0)) < p.seqlen_q) {
-      CUTE_UNROLL
-      for (int j = 0; j < size<2>(tOsO); ++j) copy(s2g, tOsO(_, i, j), tOgO(_, i, j));
-    }
-  }
+  store_o<typename T::GmemCopyOut>(acc_o, mma, sO, gO, cQ, p.seqlen_q);
 }
 
 }  // namespace tessera::attn::sm80

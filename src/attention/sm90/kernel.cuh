@@ -21,6 +21,7 @@
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
 
+#include "attention/common.cuh"
 #include "attention/params.hpp"
 
 namespace tessera::attn::sm90 {
@@ -86,77 +87,6 @@ CUTE_HOST_DEVICE constexpr auto acc_as_a(Layout l) {
                      coalesce(make_layout(get<2, 1>(v), get<2>(l))));
 }
 
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffff, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffff, x, 1);
-  return x + __shfl_xor_sync(0xffffffff, x, 2);
-}
-// 2^x on the SFU (ex2.approx.ftz: ~2 ulp, flushes denormals, which softmax weights can lose).
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// Per-thread state of the online softmax for the kRows query rows a thread holds.
-template <int kRows>
-struct OnlineSoftmax {
-  float row_max[kRows], row_sum[kRows], correction[kRows];
-
-  __device__ void init() {
-    CUTE_UNROLL
-    for (int r = 0; r < kRows; ++r) {
-      row_max[r] = -INFINITY;
-      row_sum[r] = 0.0f;
-    }
-  }
-
-  // One S block, (rows, cols) view `s` with coordinates `coords` inside the (BM, BN) block whose
-  // first key is col0: masks keys past seqlen_k and (causal) right of the diagonal, then S -> exp2
-  // weights in place, updating the running max and sum. Returns whether a row max of this warp
-  // moved: O then needs rescaling by `correction`.
-  template <bool Causal, class TS, class TC>
-  __device__ bool update(TS& s, TC const& coords, int row0, int col0, bool check, int seqlen_k, int diag,
-                         float scale_log2) {
-    if (check) {  // only the blocks that can hold masked keys pay for it
-      CUTE_UNROLL
-      for (int r = 0; r < size<0>(s); ++r) {
-        CUTE_UNROLL
-        for (int c = 0; c < size<1>(s); ++c) {
-          const int col = col0 + get<1>(coords(r, c));
-          const int row = row0 + get<0>(coords(r, c));
-          if (col >= seqlen_k || (Causal && col > row + diag)) s(r, c) = -INFINITY;
-        }
-      }
-    }
-    bool max_moved = false;
-    CUTE_UNROLL
-    for (int r = 0; r < kRows; ++r) {
-      float mx = row_max[r];
-      CUTE_UNROLL
-      for (int c = 0; c < size<1>(s); ++c) mx = fmaxf(mx, s(r, c));
-      mx = quad_max(mx);
-      // A row that has seen only masked keys keeps max = -inf; use 0 so exp2 gives 0, not NaN.
-      const float mx_scaled = mx == -INFINITY ? 0.0f : mx * scale_log2;
-      correction[r] = mx == -INFINITY ? 1.0f : fast_exp2(row_max[r] * scale_log2 - mx_scaled);
-      max_moved |= mx != row_max[r];
-      row_max[r] = mx;
-      row_sum[r] *= correction[r];
-      float sum = 0.0f;
-      CUTE_UNROLL
-      for (int c = 0; c < size<1>(s); ++c) {
-        s(r, c) = fast_exp2(s(r, c) * scale_log2 - mx_scaled);
-        sum += s(r, c);
-      }
-      row_sum[r] += sum;  // this thread's part; the quad is summed once at the end
-    }
-    return __any_sync(0xffffffff, max_moved);  // once the maxima settle, the warp skips the rescale
-  }
-};
-
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -164,30 +94,16 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p)
   constexpr int BM = T::BM, BN = T::BN, D = T::D;
   extern __shared__ __align__(1024) unsigned char smem[];  // 128B swizzle atoms repeat every 1 KB
   const int tid = threadIdx.x;
-  // Causal: the highest query blocks see the most keys; launch them first (longest-first).
-  const int m_block = T::Causal ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
-  const int head = blockIdx.y, b = blockIdx.z;
-  const int head_kv = head / (p.heads_q / p.heads_kv);
-  const int row0 = m_block * BM;
-  const int diag = p.seqlen_k - p.seqlen_q;  // causal: query i sees keys j <= i + diag
-
-  int n_blocks = (p.seqlen_k + BN - 1) / BN;
-  if constexpr (T::Causal) {
-    const int last_row = min(row0 + BM, p.seqlen_q) - 1;
-    n_blocks = min(n_blocks, max(0, (last_row + diag + 1 + BN - 1) / BN));
-  }
-
-  const Element* q_ptr = static_cast<const Element*>(p.q) + b * p.q_stride[0] + head * p.q_stride[2];
-  const Element* k_ptr = static_cast<const Element*>(p.k) + b * p.k_stride[0] + head_kv * p.k_stride[2];
-  const Element* v_ptr = static_cast<const Element*>(p.v) + b * p.v_stride[0] + head_kv * p.v_stride[2];
-  Element* o_ptr = static_cast<Element*>(p.o) + b * p.o_stride[0] + head * p.o_stride[2];
-  Tensor mQ = make_tensor(make_gmem_ptr(q_ptr), make_shape(p.seqlen_q, Int<D>{}), make_stride(p.q_stride[1], _1{}));
-  Tensor mK = make_tensor(make_gmem_ptr(k_ptr), make_shape(p.seqlen_k, Int<D>{}), make_stride(p.k_stride[1], _1{}));
-  Tensor mV = make_tensor(make_gmem_ptr(v_ptr), make_shape(p.seqlen_k, Int<D>{}), make_stride(p.v_stride[1], _1{}));
-  Tensor mO = make_tensor(make_gmem_ptr(o_ptr), make_shape(p.seqlen_q, Int<D>{}), make_stride(p.o_stride[1], _1{}));
-  Tensor gQ = local_tile(mQ, Shape<Int<BM>, Int<D>>{}, make_coord(m_block, 0));  // (BM,D)
-  Tensor gO = local_tile(mO, Shape<Int<BM>, Int<D>>{}, make_coord(m_block, 0));  // (BM,D)
-  Tensor cQ = local_tile(make_identity_tensor(shape(mQ)), Shape<Int<BM>, Int<D>>{}, make_coord(m_block, 0));
+  const QueryBlock qb = query_block<BM, BN, T::Causal>(p);
+  const int n_blocks = qb.n_blocks;
+  auto heads = head_tensors<Element, D>(p, qb);
+  Tensor mQ = get<0>(heads);  // (seq, D)
+  Tensor mK = get<1>(heads);
+  Tensor mV = get<2>(heads);
+  Tensor mO = get<3>(heads);
+  Tensor gQ = local_tile(mQ, Shape<Int<BM>, Int<D>>{}, make_coord(qb.m_block, 0));  // (BM,D)
+  Tensor gO = local_tile(mO, Shape<Int<BM>, Int<D>>{}, make_coord(qb.m_block, 0));  // (BM,D)
+  Tensor cQ = local_tile(make_identity_tensor(shape(mQ)), Shape<Int<BM>, Int<D>>{}, make_coord(qb.m_block, 0));
   Tensor gK = local_tile(mK, Shape<Int<BN>, Int<D>>{}, make_coord(_, 0));  // (BN,D,n_blocks)
   Tensor gV = local_tile(mV, Shape<Int<BN>, Int<D>>{}, make_coord(_, 0));  // (BN,D,n_blocks)
   Tensor cK = local_tile(make_identity_tensor(shape(mK)), Shape<Int<BN>, Int<D>>{}, make_coord(_, 0));
@@ -210,17 +126,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p)
   Tensor tVsV = thr_g2s.partition_D(sV);
   Tensor tKcK = thr_g2s.partition_S(cK);  // (CPY,CPY_N,CPY_D,n_blocks) -> (s,d)
 
-  auto copy_rows = [&](auto const& src, auto&& dst, auto const& coords, int rows) {
-    CUTE_UNROLL
-    for (int i = 0; i < size<1>(dst); ++i) {
-      const bool in = get<0>(coords(0, i, 0)) < rows;
-      CUTE_UNROLL
-      for (int j = 0; j < size<2>(dst); ++j) copy(g2s.with(in), src(_, i, j), dst(_, i, j));
-    }
-  };
   auto load_kv = [&](int n, int stage) {
-    copy_rows(tKgK(_, _, _, n), tKsK(_, _, _, stage), tKcK(_, _, _, n), p.seqlen_k);
-    copy_rows(tVgV(_, _, _, n), tVsV(_, _, _, stage), tKcK(_, _, _, n), p.seqlen_k);
+    copy_rows(g2s, tKgK(_, _, _, n), tKsK(_, _, _, stage), tKcK(_, _, _, n), p.seqlen_k);
+    copy_rows(g2s, tVgV(_, _, _, n), tVsV(_, _, _, stage), tKcK(_, _, _, n), p.seqlen_k);
     cp_async_fence();
   };
 
@@ -246,16 +154,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p)
   auto softmax_block = [&](auto& acc_s, int n_block) {
     Tensor s = make_tensor(acc_s.data(), rowcol(acc_s.layout()));  // (rows, cols)
     const int col0 = n_block * BN;
-    const bool check = col0 + BN > p.seqlen_k || (T::Causal && col0 + BN - 1 > row0 + diag);
-    return softmax.template update<T::Causal>(s, tScS_rc, row0, col0, check, p.seqlen_k, diag, p.scale_log2);
+    const bool check = col0 + BN > p.seqlen_k || (T::Causal && col0 + BN - 1 > qb.row0 + qb.diag);
+    return softmax.template update<T::Causal>(s, tScS_rc, qb, col0, check, p);
   };
   auto rescale_o = [&]() {
     Tensor o_rc = make_tensor(acc_o.data(), rowcol(acc_o.layout()));
-    CUTE_UNROLL
-    for (int r = 0; r < kRows; ++r) {
-      CUTE_UNROLL
-      for (int c = 0; c < size<1>(o_rc); ++c) o_rc(r, c) *= softmax.correction[r];
-    }
+    softmax.rescale(o_rc);
   };
   // WGMMA batches, issued without waiting: S = Q K(stage)^T, and O += P V(stage).
   auto issue_s = [&](auto& acc_s, int stage) {
@@ -293,7 +197,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p)
   Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));  // ((2,2,2),1,BN/16): the A operand of P V
   const int n_last = n_blocks - 1;
   if (n_blocks > 0 && !T::kOverlap) {
-    copy_rows(tQgQ, tQsQ, tQcQ, p.seqlen_q);
+    copy_rows(g2s, tQgQ, tQsQ, tQcQ, p.seqlen_q);
     load_kv(n_last, n_last & 1);
     for (int n_block = n_last; n_block >= 0; --n_block) {
       wait_copies();  // K(n), V(n) (and Q) landed; every warpgroup is done with block n+1's stage
@@ -311,11 +215,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p)
     }
   }
   if (n_blocks > 0 && T::kOverlap) {
-    copy_rows(tQgQ, tQsQ, tQcQ, p.seqlen_q);
+    copy_rows(g2s, tQgQ, tQsQ, tQcQ, p.seqlen_q);
     load_kv(n_last, n_last & 1);
     wait_copies();
     if (n_last > 0) {
-      copy_rows(tKgK(_, _, _, n_last - 1), tKsK(_, _, _, (n_last - 1) & 1), tKcK(_, _, _, n_last - 1), p.seqlen_k);
+      copy_rows(g2s, tKgK(_, _, _, n_last - 1), tKsK(_, _, _, (n_last - 1) & 1), tKcK(_, _, _, n_last - 1), p.seqlen_k);
       cp_async_fence();
     }
     {
@@ -330,8 +234,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p)
     for (int n_block = n_last - 1; n_block >= 0; --n_block) {
       wait_copies();  // K(n) and V(n+1) landed; every warpgroup is done with the stages refilled next
       if (n_block > 0)
-        copy_rows(tKgK(_, _, _, n_block - 1), tKsK(_, _, _, (n_block - 1) & 1), tKcK(_, _, _, n_block - 1), p.seqlen_k);
-      copy_rows(tVgV(_, _, _, n_block), tVsV(_, _, _, n_block & 1), tKcK(_, _, _, n_block), p.seqlen_k);
+        copy_rows(g2s, tKgK(_, _, _, n_block - 1), tKsK(_, _, _, (n_block - 1) & 1), tKcK(_, _, _, n_block - 1), p.seqlen_k);
+      copy_rows(g2s, tVgV(_, _, _, n_block), tVsV(_, _, _, n_block & 1), tKcK(_, _, _, n_block), p.seqlen_k);
       cp_async_fence();
 
       Tensor acc_s = partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{});
@@ -353,44 +257,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p)
     warpgroup_fence_operand(acc_o);
   }
 
-  // ---- epilogue: normalise, LSE, O -> smem -> gmem ----
+  // ---- epilogue: normalise, LSE, O -> smem (Q's buffer) -> gmem ----
   Tensor o_rc = make_tensor(acc_o.data(), rowcol(acc_o.layout()));
   Tensor tOcO = thr_o.partition_C(make_identity_tensor(Shape<Int<BM>, Int<D>>{}));
-  Tensor tOcO_rc = make_tensor(tOcO.data(), rowcol(tOcO.layout()));
-  CUTE_UNROLL
-  for (int r = 0; r < kRows; ++r) {
-    const float sum = quad_sum(softmax.row_sum[r]);
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // a row with no visible key: O = 0
-    CUTE_UNROLL
-    for (int c = 0; c < size<1>(o_rc); ++c) o_rc(r, c) *= inv;
-    const int row = row0 + get<0>(tOcO_rc(r, 0));
-    if (p.lse && (tid % 4) == 0 && row < p.seqlen_q) {
-      const float lse = sum > 0.0f ? (softmax.row_max[r] * p.scale_log2 + __log2f(sum)) * 0.69314718055994530942f : -INFINITY;
-      p.lse[(int64_t(b) * p.heads_q + head) * p.seqlen_q + row] = lse;
-    }
-  }
-
+  softmax.finish(o_rc, make_tensor(tOcO.data(), rowcol(tOcO.layout())), qb, p);
   __syncthreads();  // every warpgroup's last S = Q K^T has read sQ before O overwrites it
   Tensor sO = make_tensor(sQ.data(), typename T::SmemLayoutQ{});  // (BM,D)
-  Tensor rO = make_tensor_like<Element>(acc_o);
-  CUTE_UNROLL
-  for (int i = 0; i < size(acc_o); ++i) rO(i) = Element(acc_o(i));
-  auto r2s = make_tiled_copy_C(Copy_Atom<DefaultCopy, Element>{}, mma_o);
-  copy(r2s, r2s.get_slice(tid).retile_S(rO), r2s.get_slice(tid).partition_D(sO));
-  __syncthreads();
-
-  typename T::GmemCopyOut s2g;
-  auto thr_s2g = s2g.get_slice(tid);
-  Tensor tOsO = thr_s2g.partition_S(sO);  // (CPY,CPY_M,CPY_D)
-  Tensor tOgO = thr_s2g.partition_D(gO);
-  Tensor tOcO_g = thr_s2g.partition_D(cQ);
-  CUTE_UNROLL
-  for (int i = 0; i < size<1>(tOsO); ++i) {
-    if (get<0>(tOcO_g(0, i, 0)) < p.seqlen_q) {
-      CUTE_UNROLL
-      for (int j = 0; j < size<2>(tOsO); ++j) copy(s2g, tOsO(_, i, j), tOgO(_, i, j));
-    }
-  }
+  store_o<typename T::GmemCopyOut>(acc_o, mma_o, sO, gO, cQ, p.seqlen_q);
 #endif
 }
 

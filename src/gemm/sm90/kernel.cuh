@@ -363,24 +363,57 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     __threadfence();
     // This warpgroup's 64 x BN rows: kIters chunks of 8 floats per thread (chunk `it` is number
     // it * 128 + wtid in row-major order), summed in registers (the accumulators are dead here) in
-    // passes of kPass chunks. Each range's loads of a pass are independent and issued together, so
-    // a range costs one L2 round trip per pass instead of one per chunk.
-    constexpr int kRowChunks = BN / 8, kIters = 64 * kRowChunks / 128, kPass = kIters < 4 ? kIters : 4;
+    // passes of kPass chunks. Within a pass the loads of kGroup ranges are issued together before
+    // any is added, so a pass costs one L2 round trip per kGroup ranges (not one per range); the
+    // adds still run in range order p_0 + p_1 + ..., so the result does not depend on timing.
+    constexpr int kRowChunks = BN / 8, kIters = 64 * kRowChunks / 128;
+    // 64 floats in flight either way. A 256-wide tile keeps its dead 128 accumulators live across
+    // the persistent loop, so it cannot afford more (kGroup 4 spilled there); 128-wide tiles group 4 ranges
+    // (2 chunks each) per round trip, the 256-wide ones 1 range of 4 chunks.
+    constexpr int kGroup = BN <= 128 ? 4 : 1, kPass = BN <= 128 ? 2 : 4;
     const float4* const base = reinterpret_cast<const float4*>(tile_partials) + (wg_row0 * BN) / 4 + 2 * wtid;
     CUTE_UNROLL
     for (int p0 = 0; p0 < kIters; p0 += kPass) {
       float4 lo[kPass], hi[kPass];
-      CUTE_UNROLL
-      for (int q = 0; q < kPass; ++q) lo[q] = __ldcg(base + 256 * (p0 + q)), hi[q] = __ldcg(base + 256 * (p0 + q) + 1);
-      for (int r = 1; r < p.splits; ++r) {
-        const float4* const part = base + size_t(r) * (BM * BN / 4);  // range r's partial
-        float4 xl[kPass], xh[kPass];
+      if constexpr (kGroup == 1) {  // range 0, then one range per round trip
         CUTE_UNROLL
-        for (int q = 0; q < kPass; ++q) xl[q] = __ldcg(part + 256 * (p0 + q)), xh[q] = __ldcg(part + 256 * (p0 + q) + 1);
-        CUTE_UNROLL
-        for (int q = 0; q < kPass; ++q) {
-          lo[q].x += xl[q].x, lo[q].y += xl[q].y, lo[q].z += xl[q].z, lo[q].w += xl[q].w;
-          hi[q].x += xh[q].x, hi[q].y += xh[q].y, hi[q].z += xh[q].z, hi[q].w += xh[q].w;
+        for (int q = 0; q < kPass; ++q) lo[q] = __ldcg(base + 256 * (p0 + q)), hi[q] = __ldcg(base + 256 * (p0 + q) + 1);
+        for (int r = 1; r < p.splits; ++r) {
+          const float4* const part = base + size_t(r) * (BM * BN / 4);  // range r's partial
+          float4 xl[kPass], xh[kPass];
+          CUTE_UNROLL
+          for (int q = 0; q < kPass; ++q) xl[q] = __ldcg(part + 256 * (p0 + q)), xh[q] = __ldcg(part + 256 * (p0 + q) + 1);
+          CUTE_UNROLL
+          for (int q = 0; q < kPass; ++q) {
+            lo[q].x += xl[q].x, lo[q].y += xl[q].y, lo[q].z += xl[q].z, lo[q].w += xl[q].w;
+            hi[q].x += xh[q].x, hi[q].y += xh[q].y, hi[q].z += xh[q].z, hi[q].w += xh[q].w;
+          }
+        }
+      } else {  // kGroup ranges per round trip, range 0 in the first group
+        for (int r0 = 0; r0 < p.splits; r0 += kGroup) {
+          float4 xl[kGroup][kPass], xh[kGroup][kPass];
+          CUTE_UNROLL
+          for (int g = 0; g < kGroup; ++g) {
+            if (r0 + g < p.splits) {
+              const float4* const part = base + size_t(r0 + g) * (BM * BN / 4);  // range r0 + g's partial
+              CUTE_UNROLL
+              for (int q = 0; q < kPass; ++q)
+                xl[g][q] = __ldcg(part + 256 * (p0 + q)), xh[g][q] = __ldcg(part + 256 * (p0 + q) + 1);
+            }
+          }
+          CUTE_UNROLL
+          for (int g = 0; g < kGroup; ++g) {
+            if (r0 + g == 0) {
+              CUTE_UNROLL
+              for (int q = 0; q < kPass; ++q) lo[q] = xl[0][q], hi[q] = xh[0][q];
+            } else if (r0 + g < p.splits) {
+              CUTE_UNROLL
+              for (int q = 0; q < kPass; ++q) {
+                lo[q].x += xl[g][q].x, lo[q].y += xl[g][q].y, lo[q].z += xl[g][q].z, lo[q].w += xl[g][q].w;
+                hi[q].x += xh[g][q].x, hi[q].y += xh[g][q].y, hi[q].z += xh[g][q].z, hi[q].w += xh[g][q].w;
+              }
+            }
+          }
         }
       }
       CUTE_UNROLL
