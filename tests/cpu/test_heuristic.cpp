@@ -44,6 +44,7 @@ const Config& pick_tma(const Device& d, long long m, long long n, long long k, l
 
 constexpr const char* kSm90Large = "sm90_128x256x64_s4_c2_coop";  // the preferred large config
 constexpr const char* kSm90Medium = "sm90_128x128x64_s6_coop";
+constexpr const char* kSm90Small = "sm90_128x64x64_s8_coop";
 
 long long tiles(const Config& c, long long m, long long n, long long batch) {
   return ((m + c.bm - 1) / c.bm) * ((n + c.bn - 1) / c.bn) * batch;
@@ -153,7 +154,16 @@ TEST(Heuristic, HopperWithTmaReadyOperandsTakesWgmma) {
 TEST(Heuristic, SmallProblemsStayOnWgmma) {
   // Unsplit, the sm90 kernel beat sm80_64x64 at 1024^3 on the H100 (11.1 vs 15.2 us).
   EXPECT_STREQ(pick_tma(kH100, 1024, 1024, 1024).name, kSm90Medium);
-  EXPECT_STREQ(pick_tma(kH100, 1, 1, 1).name, kSm90Medium);
+  EXPECT_STREQ(pick_tma(kH100, 1, 1, 1).name, kSm90Small);
+}
+
+TEST(Heuristic, FewTileProblemsTakeTheNarrowTile) {
+  // 128 x 4096 x 4096: 32 tiles of 128x128 leave 100 SMs idle and each of the 32 runs 64 k-tiles of
+  // MMA (~24 us); 64 tiles of 128x64 halve that, and L2/DRAM (~15 us) become the bound.
+  EXPECT_STREQ(pick_tma(kH100, 128, 4096, 4096).name, kSm90Small);
+  EXPECT_STREQ(pick_tma(kH100, 128, 6144, 4096).name, kSm90Small);
+  // Enough 128x128 tiles (128 x 16384: 128 tiles): the wider tile reads A half as often.
+  EXPECT_STREQ(pick_tma(kH100, 128, 16384, 4096).name, kSm90Medium);
 }
 
 TEST(Heuristic, Sm90OnlyOnCc90) {
