@@ -196,10 +196,8 @@ Status gemm_workspace_size(const GemmArgs& args, size_t* bytes) {
   *bytes = plan.workspace_bytes;
   if (forced_splits > 1 && !plan.empty) {  // room for the forced ranges on any config
     const gemm_impl::GemmParams& p = plan.params;
-    size_t most = 0;
-    for (const Config& c : gemm_impl::configs())
-      most = std::max(most, gemm_impl::splitk_bytes(c, p.m, p.n, p.batch, forced_splits));
-    *bytes = std::max(*bytes, plan.a.pad_bytes + plan.b.pad_bytes + most);
+    *bytes = std::max(*bytes, plan.a.pad_bytes + plan.b.pad_bytes +
+                                  gemm_impl::splitk_workspace_bound(p.m, p.n, p.k, p.batch, forced_splits));
   }
   return detail::remember(Status::success());
 }

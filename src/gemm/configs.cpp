@@ -157,11 +157,11 @@ size_t splitk_bytes(const Config& c, long long m, long long n, long long batch, 
   return partials + counters;
 }
 
-size_t splitk_workspace_bound(long long m, long long n, long long k, long long batch) {
+size_t splitk_workspace_bound(long long m, long long n, long long k, long long batch, int forced_splits) {
   size_t most = 0;
   for (const Config& c : configs()) {
-    const size_t b = splitk_bytes(c, m, n, batch, select_splits(c, m, n, k, batch, kSplitKBoundSms));
-    if (b > most) most = b;
+    const int splits = forced_splits > 0 ? forced_splits : select_splits(c, m, n, k, batch, kSplitKBoundSms);
+    most = std::max(most, splitk_bytes(c, m, n, batch, splits));
   }
   return most;
 }

@@ -57,7 +57,8 @@ constexpr int kSplitKBoundSms = 264;    // gemm_workspace_size covers GPUs with 
 int select_splits(const Config& c, long long m, long long n, long long k, long long batch, int sm_count);
 // Workspace for `splits` ranges: the fp32 partial tiles and one arrival counter per tile.
 size_t splitk_bytes(const Config& c, long long m, long long n, long long batch, int splits);
-// Device-free upper bound (any sm90 config, any GPU up to kSplitKBoundSms SMs), for gemm_workspace_size.
-size_t splitk_workspace_bound(long long m, long long n, long long k, long long batch);
+// Device-free upper bound (any sm90 config, any GPU up to kSplitKBoundSms SMs), for gemm_workspace_size;
+// forced_splits > 0 (TESSERA_GEMM_SPLITS) bounds that many ranges on every config instead.
+size_t splitk_workspace_bound(long long m, long long n, long long k, long long batch, int forced_splits = 0);
 
 }  // namespace tessera::gemm_impl
