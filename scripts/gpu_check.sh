@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU truth in one call (run on the lent H100/H200 with the build carried, or it builds):
-#   scripts/gpu_check.sh [all|tests|bench|sanitize] [extra args for bench/gemm_suite.py]
+#   scripts/gpu_check.sh [all|tests|bench|gemm|attention|sanitize] [extra args for bench/gemm_suite.py]
+#   (bench = the GEMM and attention benchmarks; gemm / attention = one of them)
 # Writes under $OUT (default ./gpu_out): gpu.txt, tests.log, sanitize.log, bench.log and the
 # benchmark's JSON + Markdown. Never changes clocks, power or MIG settings.
 set -uo pipefail
@@ -46,11 +47,17 @@ fi
 if [ "$mode" = all ] || [ "$mode" = sanitize ]; then
   echo "== compute-sanitizer (memcheck, racecheck) on small cases"
   {
-    for cfg in sm90_128x256x64_s4_coop sm90_128x256x64_s4_c2_coop sm90_128x128x64_s6_coop sm90_128x64x64_s8_coop sm80_128x256x64_s3_w8 sm80_64x64x32_s3_w4 simt_fallback; do
+    for cfg in sm90_128x192x64_s5_c2_coop sm90_128x256x64_s4_c2_coop sm90_128x128x64_s6_coop sm90_128x64x64_s8_coop sm80_128x256x64_s3_w8 sm80_64x64x32_s3_w4 simt_fallback; do
       for tool in memcheck racecheck; do
         echo "-- $tool $cfg"
         compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" gemm --m 200 --n 136 --k 72 \
           --batch 2 --dtype bf16 --layout tn --beta 0.5 --config $cfg --verify --iters 1 --warmup 0 || echo "SANITIZER_FAIL $tool $cfg"
+        case $cfg in sm90_*)  # beta = 0 with an aligned 16-bit D: the TMA-store epilogue
+          echo "-- $tool $cfg TMA store"
+          compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" gemm --m 200 --n 136 --k 72 \
+            --batch 2 --dtype bf16 --layout nt --config $cfg --verify --iters 1 --warmup 0 ||
+            echo "SANITIZER_FAIL $tool $cfg TMA store";;
+        esac
       done
     done
     for arch in "" 80; do  # the device's default family, then the sm80 one
@@ -79,7 +86,7 @@ if [ "$mode" = all ] || [ "$mode" = sanitize ]; then
   grep -q SANITIZER_FAIL "$out/sanitize.log" && status=1
 fi
 
-if [ "$mode" = all ] || [ "$mode" = bench ]; then
+if [ "$mode" = all ] || [ "$mode" = bench ] || [ "$mode" = gemm ]; then
   echo "== mma.sync ceiling"
   if [ -x "$build/mma_sync_peak" ] || nvcc -O3 -gencode=arch=compute_80,code=sm_90 \
       bench/microbench/mma_sync_peak.cu -o "$build/mma_sync_peak" 2>/dev/null; then

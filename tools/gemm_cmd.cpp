@@ -91,8 +91,8 @@ void print_report(std::FILE* out, const GemmReport& r) {
   std::fprintf(out, "timing    median of %d samples after %d warm-up; %s\n", r.tessera.samples,
                r.settings.timing.warmup_samples, timing_mode_description(r.tessera.launches_per_sample).c_str());
   auto line = [&](const char* name, const TimingResult& t) {
-    std::fprintf(out, "%-9s %10.4f ms  %9.2f TFLOP/s  (min %.4f ms)\n", name, t.median_ms, tflops(flops, t.median_ms),
-                 t.min_ms);
+    std::fprintf(out, "%-9s %10.4f ms  %9.2f TFLOP/s  (min %.4f ms; host %.1f us/launch)\n", name, t.median_ms,
+                 tflops(flops, t.median_ms), t.min_ms, t.host_us_per_launch);
   };
   line("tessera", r.tessera);
   if (r.cublas) line("cuBLASLt", *r.cublas);
@@ -133,6 +133,8 @@ void write_json(std::ostream& os, const GemmReport& r) {
   j.field("input_sets", r.input_sets).field("input_set_bytes", r.set_bytes);
   j.field("tessera_min_ms", r.tessera.min_ms);
   j.field("cublas_min_ms", r.cublas ? std::optional<double>(r.cublas->min_ms) : std::nullopt);
+  j.field("tessera_host_us_per_launch", r.tessera.host_us_per_launch);
+  j.field("cublas_host_us_per_launch", r.cublas ? std::optional<double>(r.cublas->host_us_per_launch) : std::nullopt);
   j.end_object();
   j.field("seed", r.settings.seed);
   j.field("commit", env("TESSERA_COMMIT"));

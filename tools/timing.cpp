@@ -1,6 +1,7 @@
 #include "timing.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <vector>
 
@@ -30,11 +31,14 @@ TimingResult time_launches(const Launch& launch, const TimingConfig& config, cud
   // Everything is enqueued before the first synchronisation, so the GPU runs the samples back to
   // back and no sample waits for the host.
   std::vector<Event> start(samples), stop(samples);
+  const auto host_begin = std::chrono::steady_clock::now();
   for (int s = 0; s < samples; ++s) {
     CLI_CUDA_CHECK(cudaEventRecord(start[s].get(), stream));
     for (int i = 0; i < per_sample; ++i) launch(index++);
     CLI_CUDA_CHECK(cudaEventRecord(stop[s].get(), stream));
   }
+  const double host_us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - host_begin).count();
   CLI_CUDA_CHECK(cudaStreamSynchronize(stream));
 
   std::vector<double> per_launch_ms(samples);
@@ -48,6 +52,7 @@ TimingResult time_launches(const Launch& launch, const TimingConfig& config, cud
   r.min_ms = *std::min_element(per_launch_ms.begin(), per_launch_ms.end());
   r.samples = samples;
   r.launches_per_sample = per_sample;
+  r.host_us_per_launch = host_us / (double(samples) * per_sample);
   return r;
 }
 

@@ -25,6 +25,9 @@ struct TimingResult {
   double min_ms = 0;     // per launch
   int samples = 0;
   int launches_per_sample = 1;
+  // Host wall time per launch while the samples were enqueued: when it approaches median_ms, the
+  // GPU waited for the host (the library's per-call CPU cost, not its kernel, set the pace).
+  double host_us_per_launch = 0;
 };
 
 // Below this single-launch time a problem counts as small and is timed in batches.

@@ -8,7 +8,11 @@ namespace tessera::gemm_impl {
 // Element type tags used as template arguments (see dtype.hpp for the mapping to C++ types).
 enum DTypeTag : int { kF16 = 0, kBF16 = 1, kF32 = 2 };
 
-// Epilogue: D(m, n) = alpha * acc(m, n) + beta * C(m, n), for the canonical row-major D.
+// Element-wise activation applied last in the epilogue (values = the C ABI's tessera_activation_t).
+enum ActivationTag : int { kActNone = 0, kActRelu = 1, kActGelu = 2, kActGeluTanh = 3, kActSilu = 4 };
+
+// Epilogue: D(m, n) = act(alpha * acc(m, n) + beta * C(m, n) + bias(m, n)), for the canonical
+// row-major D.
 struct EpilogueParams {
   void* d = nullptr;            // row-major: D(m, n) at d + l * batch_stride_d + m * ldd + n
   int64_t ldd = 0;
@@ -22,6 +26,14 @@ struct EpilogueParams {
   bool c_vec = false;           // c_stride_n == 1 and 16-byte loads are legal
   float alpha = 1.0f;
   float beta = 0.0f;
+  // Bias in D's dtype, null for none: bias(l, m, n) at bias + l * batch_stride_bias + m * bias_stride_m
+  // + n * bias_stride_n, where one of the two strides is 0 (a vector per row or per column of D).
+  const void* bias = nullptr;
+  int64_t bias_stride_m = 0;
+  int64_t bias_stride_n = 0;
+  int64_t batch_stride_bias = 0;
+  bool bias_vec = false;        // bias_stride_n == 1 and 16-byte loads are legal
+  int activation = kActNone;    // ActivationTag
 };
 
 // One canonical GEMM: D (M x N, row-major) = A (M x K) * B^T where B is stored N x K.

@@ -21,6 +21,7 @@ cudaError_t launch_batched(const GemmParams& p, LaunchOne&& launch_one, int ab_b
     q.b = static_cast<const char*>(p.b) + first * p.batch_stride_b * ab_bytes;
     q.epi.d = static_cast<char*>(p.epi.d) + first * p.epi.batch_stride_d * eb;
     if (p.epi.c) q.epi.c = static_cast<const char*>(p.epi.c) + first * p.epi.batch_stride_c * eb;
+    if (p.epi.bias) q.epi.bias = static_cast<const char*>(p.epi.bias) + first * p.epi.batch_stride_bias * eb;
     if (cudaError_t e = launch_one(q); e != cudaSuccess) return e;
   }
   return cudaSuccess;

@@ -1,5 +1,5 @@
-// The GEMM epilogue's last step, shared by every kernel: D = alpha * acc + beta * C, converted to
-// D's dtype (chosen at run time: one kernel serves F16, BF16 and F32 outputs, which keeps the
+// The GEMM epilogue's last step, shared by every kernel: D = act(alpha * acc + beta * C + bias),
+// converted to D's dtype (chosen at run time: one kernel serves F16, BF16 and F32 outputs, which keeps the
 // number of instantiations down; the branch is uniform across the CTA).
 //
 // Kernels hand over 8 consecutive accumulators of one row of the canonical row-major D. When the
@@ -36,6 +36,18 @@ struct alignas(16) Vec8 {
   T v[8];
 };
 
+// The activations of EpilogueParams::activation, in fp32. GELU is the erf form (torch's default),
+// GELU_TANH the tanh approximation (torch's approximate="tanh").
+__device__ __forceinline__ float activate(int act, float x) {
+  switch (act) {
+    case kActRelu: return fmaxf(x, 0.0f);
+    case kActGelu: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case kActGeluTanh: return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    case kActSilu: return x / (1.0f + __expf(-x));
+    default: return x;
+  }
+}
+
 template <int DT>
 __device__ __forceinline__ void epilogue_row8_typed(const EpilogueParams& p, int l, int m, int n0, int n_limit,
                                                     float (&acc)[8]) {
@@ -55,6 +67,26 @@ __device__ __forceinline__ void epilogue_row8_typed(const EpilogueParams& p, int
       for (int i = 0; i < 8; ++i)
         if (n0 + i < n_limit) out[i] += p.beta * to_float(c[int64_t(n0 + i) * p.c_stride_n]);
     }
+  }
+  if (p.bias) {
+    const T* b = static_cast<const T*>(p.bias) + l * p.batch_stride_bias + int64_t(m) * p.bias_stride_m;
+    if (p.bias_stride_n == 0) {  // one value per row
+      const float bm = to_float(*b);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) out[i] += bm;
+    } else if (full && p.bias_vec) {
+      Vec8<T> bv = *reinterpret_cast<const Vec8<T>*>(b + n0);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) out[i] += to_float(bv.v[i]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        if (n0 + i < n_limit) out[i] += to_float(b[int64_t(n0 + i) * p.bias_stride_n]);
+    }
+  }
+  if (p.activation != kActNone) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) out[i] = activate(p.activation, out[i]);
   }
   T* d = static_cast<T*>(p.d) + l * p.batch_stride_d + int64_t(m) * p.ldd + n0;
   if (full && p.d_vec) {

@@ -57,8 +57,13 @@ struct Traits {
   // (rows, BK, Stages); the same layout describes the TMA box and the WGMMA descriptors.
   using AtomA = std::conditional_t<AKMajor, GMMA::Layout_K_SW128_Atom<Element>, GMMA::Layout_MN_SW128_Atom<Element>>;
   using AtomB = std::conditional_t<BKMajor, GMMA::Layout_K_SW128_Atom<Element>, GMMA::Layout_MN_SW128_Atom<Element>>;
-  using SmemLayoutA = decltype(tile_to_shape(AtomA{}, Shape<Int<BM>, Int<BK>, Int<Stages>>{}));
-  using SmemLayoutB = decltype(tile_to_shape(AtomB{}, Shape<Int<BN>, Int<BK>, Int<Stages>>{}));
+  // MN-major operands tile their atoms along K first (Step<_2,_1,_3>): the TMA box is then whole
+  // 64-element MN columns stacked along K, which a cluster can split between its CTAs along K
+  // when BN / ClusterM is not a multiple of the atom's 64 (BN = 192 in pairs).
+  template <bool KMajor>
+  using TileOrder = std::conditional_t<KMajor, Step<_1, _2, _3>, Step<_2, _1, _3>>;
+  using SmemLayoutA = decltype(tile_to_shape(AtomA{}, Shape<Int<BM>, Int<BK>, Int<Stages>>{}, TileOrder<AKMajor>{}));
+  using SmemLayoutB = decltype(tile_to_shape(AtomB{}, Shape<Int<BN>, Int<BK>, Int<Stages>>{}, TileOrder<BKMajor>{}));
 
   // Consumers tiled along M; each issues 64 x BN x 16 WGMMAs with both operands from smem.
   using TiledMma = decltype(make_tiled_mma(
@@ -85,6 +90,26 @@ struct Traits {
   }
   using TmaA = decltype(make_tma_a(GemmParams{}));
   using TmaB = decltype(make_tma_b(GemmParams{}));
+
+  // TMA-store epilogue (seed 003): each consumer warpgroup converts its 64 x BN rows to D's 16-bit
+  // type in 64 x 64 sub-tiles, one 128-byte row of 64 elements per smem row, 128-byte swizzled (the
+  // fragment's 4-byte pairs of 8 rows land in 8 different bank groups), and one thread stores the
+  // sub-tile by TMA, which clips the ragged edges. D is (M, N, batches) with N contiguous.
+  static constexpr int kStoreN = 64;
+  using SmemLayoutD = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<_64, Int<kStoreN>>{}));
+  static auto make_tma_d(const GemmParams& p) {
+    Tensor g = make_tensor(make_gmem_ptr(static_cast<Element*>(p.epi.d)), make_shape(p.m, p.n, p.batch),
+                           make_stride(p.epi.ldd, _1{}, p.epi.batch_stride_d ? p.epi.batch_stride_d : p.epi.ldd * p.m));
+    return make_tma_copy(SM90_TMA_STORE{}, g, SmemLayoutD{});
+  }
+  using TmaD = decltype(make_tma_d(GemmParams{}));
+  // The TMA store applies when D has the operands' 16-bit type, meets TMA's rules (16-byte base,
+  // leading dimension and batch stride) and C is not read (beta = 0): the common ML case. Others
+  // (fp32 D, beta * C, unaligned D) and the split-K fix-up store through the staged path below.
+  static bool tma_store_ok(const GemmParams& p, int splits) {
+    const EpilogueParams& e = p.epi;
+    return splits == 1 && e.d_dtype == DT && e.beta == 0.0f && e.d_vec;
+  }
   static constexpr uint32_t kTxBytes = (BM + BN) * BK * sizeof(Element);  // full boxes, OOB zero-filled
 
   // Epilogue staging: one 64 x kEpiN fp32 sub-tile per consumer warpgroup. Row stride kEpiN + 8
@@ -104,6 +129,8 @@ struct Traits {
   static_assert(BM % 64 == 0 && kConsumers >= 1 && kConsumers <= 2, "64 rows per consumer warpgroup");
   static_assert(ClusterM == 1 || ClusterM == 2, "clusters of 1 or 2 CTAs along M");
   static_assert(BN % kEpiN == 0 && BK % 64 == 0, "tile vs swizzle atom / epilogue sub-tile");
+  static_assert(BN % kStoreN == 0 && cosize_v<SmemLayoutD> * sizeof(Element) <= 64 * kEpiLd * sizeof(float),
+                "the TMA-store sub-tile reuses a warpgroup's staging buffer");
 };
 
 template <class T>
@@ -111,6 +138,8 @@ struct KernelParams {
   GemmParams g;
   typename T::TmaA tma_a;
   typename T::TmaB tma_b;
+  typename T::TmaD tma_d;  // valid when tma_store
+  bool tma_store;          // T::tma_store_ok: the epilogue stores D by TMA
   int splits;          // K ranges per tile (1: no split-K)
   float* partials;     // split-K: [tile][split][BM][BN] fp32 partial tiles
   unsigned* counters;  // split-K: per-tile count of finished ranges (zero on entry; reset by the last)
@@ -162,6 +191,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   if (warp == 0 && elect_one_sync()) {
     prefetch_tma_descriptor(p.tma_a.get_tma_descriptor());
     prefetch_tma_descriptor(p.tma_b.get_tma_descriptor());
+    if (p.tma_store) prefetch_tma_descriptor(p.tma_d.get_tma_descriptor());
     for (int s = 0; s < Stages; ++s) {
       FullBarrier::init(&smem.full[s], 1);                     // the producer's arrive + TMA bytes
       // One arrive per consumer warp of every CTA in the cluster: a stage is refilled (by this CTA's
@@ -333,6 +363,67 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       if (m < g.m && n0 < g.n) epilogue_row8(g.epi, c.l, m, n0, g.n, v);
     };
 
+    if (p.tma_store) {
+      // Per 64 x 64 sub-tile: wait until the previous TMA store has read the buffer (the last one
+      // of a tile drains under the next tile's mainloop), write the fragment as 16-bit pairs,
+      // make the writes visible to the async proxy, and let one thread issue the store.
+      const EpilogueParams& e = g.epi;
+      Tensor sD = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(epi)), typename T::SmemLayoutD{});  // (64,64)
+      Tensor mD = p.tma_d.get_tma_tensor(make_shape(g.m, g.n, g.batch));                                    // (M,N,L)
+      Tensor gD = local_tile(mD, Shape<_64, Int<T::kStoreN>>{}, make_coord(_, _, _));                       // (64,64,m,n,l)
+      auto tma_d = p.tma_d.get_slice(0);
+      Tensor tDsD = tma_d.partition_S(sD);  // (TMA,TMA_M,TMA_N)
+      Tensor tDgD = tma_d.partition_D(gD);  // (TMA,TMA_M,TMA_N,m,n,l)
+      const int row_in_wg = 16 * wg_warp + lane / 4;
+      const int m_base = c.m * BM + wg_row0;
+      const Element* bias = static_cast<const Element*>(e.bias);
+      if (bias) bias += c.l * e.batch_stride_bias;
+      float bias_row[2] = {0.0f, 0.0f};  // a per-row bias: this thread's two rows
+      if (bias && e.bias_stride_n == 0) {
+        CUTE_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          const int m = m_base + row_in_wg + 8 * h;
+          bias_row[h] = m < g.m ? float(bias[int64_t(m) * e.bias_stride_m]) : 0.0f;
+        }
+      }
+      CUTE_UNROLL
+      for (int sub = 0; sub < BN / T::kStoreN; ++sub) {
+        if (wtid == 0) tma_store_wait<0>();
+        cutlass::arch::NamedBarrier::arrive_and_wait(128, epi_barrier);
+        CUTE_UNROLL
+        for (int jj = 0; jj < T::kStoreN / 8; ++jj) {
+          const int j = sub * (T::kStoreN / 8) + jj;
+          const int col = 8 * jj + 2 * (lane % 4);
+          float bias_col[2] = {0.0f, 0.0f};  // a per-column bias: this pair's two columns
+          if (bias && e.bias_stride_n != 0) {
+            CUTE_UNROLL
+            for (int cc = 0; cc < 2; ++cc) {
+              const int n = c.n * BN + sub * T::kStoreN + col + cc;
+              bias_col[cc] = n < g.n ? float(bias[int64_t(n) * e.bias_stride_n]) : 0.0f;
+            }
+          }
+          CUTE_UNROLL
+          for (int h = 0; h < 2; ++h) {
+            float v[2];
+            CUTE_UNROLL
+            for (int cc = 0; cc < 2; ++cc) {
+              v[cc] = e.alpha * acc(4 * j + 2 * h + cc);
+              if (bias) v[cc] += bias_row[h] + bias_col[cc];
+              if (e.activation != kActNone) v[cc] = activate(e.activation, v[cc]);
+            }
+            Element pair[2] = {Element(v[0]), Element(v[1])};
+            *reinterpret_cast<uint32_t*>(&sD(row_in_wg + 8 * h, col)) = *reinterpret_cast<uint32_t*>(pair);
+          }
+        }
+        tma_store_fence();
+        cutlass::arch::NamedBarrier::arrive_and_wait(128, epi_barrier);
+        if (wtid == 0 && m_base < g.m && c.n * BN + sub * T::kStoreN < g.n) {  // boxes wholly outside D: none
+          copy(p.tma_d, tDsD, tDgD(_, _, _, m_base / 64, (c.n * BN) / T::kStoreN + sub, c.l));
+          tma_store_arrive();
+        }
+      }
+      continue;
+    }
     if (p.splits == 1) {
       staged(store);
       continue;
@@ -424,6 +515,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       }
     }
   }
+  // The last TMA stores must have read this CTA's shared memory before it exits.
+  if (p.tma_store && wtid == 0) tma_store_wait<0>();
 #endif
 }
 

@@ -57,7 +57,9 @@ cudaError_t launch(const GemmParams& p, int sm_count, const SplitK& split, cudaS
 
   return launch_batched(p, [&](const GemmParams& q) {
     const long long tiles = (long long)((q.m + T::BM - 1) / T::BM) * ((q.n + T::BN - 1) / T::BN) * q.batch;
-    KernelParams<T> kp{q, T::make_tma_a(q), T::make_tma_b(q), split.splits, nullptr, nullptr};
+    KernelParams<T> kp{q, T::make_tma_a(q), T::make_tma_b(q), {}, T::tma_store_ok(q, split.splits), split.splits,
+                       nullptr, nullptr};
+    if (kp.tma_store) kp.tma_d = T::make_tma_d(q);
     if (split.splits > 1) {
       // Layout of gemm_impl::splitk_bytes: partial tiles, then one counter per tile (zeroed here;
       // the kernel leaves them zero again).
