@@ -51,11 +51,13 @@ if [ "$mode" = all ] || [ "$mode" = sanitize ]; then
       for tool in memcheck racecheck; do
         echo "-- $tool $cfg"
         compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" gemm --m 200 --n 136 --k 72 \
-          --batch 2 --dtype bf16 --layout tn --beta 0.5 --config $cfg --verify --iters 1 --warmup 0 || echo "SANITIZER_FAIL $tool $cfg"
+          --batch 2 --dtype bf16 --layout tn --beta 0.5 --bias row --config $cfg --verify --iters 1 --warmup 0 ||
+          echo "SANITIZER_FAIL $tool $cfg"
         case $cfg in sm90_*)  # beta = 0 with an aligned 16-bit D: the TMA-store epilogue
           echo "-- $tool $cfg TMA store"
           compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" gemm --m 200 --n 136 --k 72 \
-            --batch 2 --dtype bf16 --layout nt --config $cfg --verify --iters 1 --warmup 0 ||
+            --batch 2 --dtype bf16 --layout nt --bias col --activation silu --config $cfg --verify --iters 1 \
+            --warmup 0 ||
             echo "SANITIZER_FAIL $tool $cfg TMA store";;
         esac
       done

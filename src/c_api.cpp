@@ -29,8 +29,19 @@ static Matrix from_c(const tessera_matrix_t& m) {
 }
 
 tessera_gemm_args_t to_c(const GemmArgs& a) {
-  return tessera_gemm_args_t{tessera_op_t(a.op_a), tessera_op_t(a.op_b), to_c(a.a), to_c(a.b), to_c(a.c), to_c(a.d),
-                             a.alpha, a.beta, a.config.empty() ? nullptr : a.config.c_str()};
+  return tessera_gemm_args_t{tessera_op_t(a.op_a),
+                             tessera_op_t(a.op_b),
+                             to_c(a.a),
+                             to_c(a.b),
+                             to_c(a.c),
+                             to_c(a.d),
+                             a.alpha,
+                             a.beta,
+                             a.config.empty() ? nullptr : a.config.c_str(),
+                             a.bias,
+                             tessera_bias_mode_t(a.bias_mode),
+                             a.bias_batch_stride,
+                             tessera_activation_t(a.activation)};
 }
 
 GemmArgs from_c(const tessera_gemm_args_t& a) {
@@ -44,6 +55,10 @@ GemmArgs from_c(const tessera_gemm_args_t& a) {
   r.alpha = a.alpha;
   r.beta = a.beta;
   if (a.config) r.config = a.config;
+  r.bias = a.bias;
+  r.bias_mode = BiasMode(a.bias_mode);  // out-of-range codes are rejected by validation
+  r.bias_batch_stride = a.bias_batch_stride;
+  r.activation = Activation(a.activation);
   return r;
 }
 

@@ -56,6 +56,36 @@ __global__ void convert_kernel(const T* src, float* dst, size_t n) {
   for (size_t i = first_index(); i < n; i += grid_stride()) dst[i] = to_float(src[i]);
 }
 
+// The reference activations, in fp32 with the accurate library functions (tessera's kernels may
+// use faster approximations; the tolerance covers the difference).
+__device__ __forceinline__ float reference_activation(tessera::Activation act, float x) {
+  switch (act) {
+    case tessera::Activation::Relu: return fmaxf(x, 0.0f);
+    case tessera::Activation::Gelu: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case tessera::Activation::GeluTanh:
+      return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    case tessera::Activation::Silu: return x / (1.0f + expf(-x));
+    case tessera::Activation::None: break;
+  }
+  return x;
+}
+
+template <class T>
+__global__ void bias_activation_kernel(float* ref, MatrixView v, const T* bias, bool per_row, int64_t bias_stride,
+                                       tessera::Activation act) {
+  const int64_t inner = v.row_major ? v.cols : v.rows;
+  const int64_t per_batch = v.rows * v.cols;
+  const size_t total = size_t(per_batch) * size_t(v.batch);
+  for (size_t i = first_index(); i < total; i += grid_stride()) {
+    const int64_t l = int64_t(i) / per_batch, rem = int64_t(i) - l * per_batch;
+    const int64_t o = rem / inner, in = rem - o * inner;
+    const int64_t row = v.row_major ? o : in, col = v.row_major ? in : o;
+    float x = ref[l * v.batch_stride + o * v.ld + in];
+    if (bias) x += to_float(bias[l * bias_stride + (per_row ? row : col)]);
+    ref[l * v.batch_stride + o * v.ld + in] = reference_activation(act, x);
+  }
+}
+
 struct Accumulators {
   double err_sq;
   double ref_sq;
@@ -122,6 +152,18 @@ void convert_to_f32(const void* src, tessera::DType dtype, float* dst, size_t n,
   dispatch(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     convert_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(src), dst, n);
+  });
+  CLI_CUDA_CHECK(cudaGetLastError());
+}
+
+void apply_bias_activation(float* ref, const MatrixView& view, const void* bias, tessera::DType dtype, bool per_row,
+                           int64_t bias_batch_stride, tessera::Activation activation, cudaStream_t stream) {
+  const size_t total = size_t(view.rows) * size_t(view.cols) * size_t(view.batch);
+  if (total == 0 || (!bias && activation == tessera::Activation::None)) return;
+  dispatch(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    bias_activation_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(ref, view, static_cast<const T*>(bias),
+                                                                          per_row, bias_batch_stride, activation);
   });
   CLI_CUDA_CHECK(cudaGetLastError());
 }

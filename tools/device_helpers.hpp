@@ -25,6 +25,12 @@ struct MatrixView {
   bool row_major = false;
 };
 
+// The fused epilogue applied to an fp32 reference laid out as `view`, in place:
+// ref(l, i, j) = act(ref(l, i, j) + bias[l * bias_batch_stride + (per_row ? i : j)]), with `bias`
+// (of `dtype`; null = none) and the activation computed in fp32 the way tessera defines them.
+void apply_bias_activation(float* ref, const MatrixView& view, const void* bias, tessera::DType dtype, bool per_row,
+                           int64_t bias_batch_stride, tessera::Activation activation, cudaStream_t stream);
+
 struct CompareSums {
   double err_sq = 0;           // sum over finite outputs of (out - ref)^2
   double ref_sq = 0;           // sum of ref^2

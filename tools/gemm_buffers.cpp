@@ -19,15 +19,25 @@ DeviceBuffer random_buffer(const StoredMatrix& s, uint64_t seed, cudaStream_t st
   return buf;
 }
 
+// The bias vectors draw from a seed domain of their own (~seed), so that A, B and C keep the data a
+// given --seed gave them before the bias existed.
+DeviceBuffer random_bias(const GemmProblem& p, uint64_t seed, int set_index, cudaStream_t stream) {
+  if (!p.has_bias()) return DeviceBuffer();
+  DeviceBuffer buf(p.bias_elements() * dtype_bytes(p.d.dtype));
+  fill_uniform(buf.get(), p.d.dtype, p.bias_elements(), buffer_seed(~seed, set_index, 0), stream);
+  return buf;
+}
+
 }  // namespace
 
 InputSet::InputSet(const GemmProblem& p, uint64_t seed, int set_index, cudaStream_t stream)
     : a(random_buffer(p.a, buffer_seed(seed, set_index, 0), stream)),
       b(random_buffer(p.b, buffer_seed(seed, set_index, 1), stream)),
-      c(p.has_c() ? random_buffer(p.d, buffer_seed(seed, set_index, 2), stream) : DeviceBuffer()) {}
+      c(p.has_c() ? random_buffer(p.d, buffer_seed(seed, set_index, 2), stream) : DeviceBuffer()),
+      bias(random_bias(p, seed, set_index, stream)) {}
 
 size_t InputSet::bytes_needed(const GemmProblem& p) {
-  return p.a.bytes() + p.b.bytes() + (p.has_c() ? p.d.bytes() : 0);
+  return p.a.bytes() + p.b.bytes() + (p.has_c() ? p.d.bytes() : 0) + p.bias_elements() * dtype_bytes(p.d.dtype);
 }
 
 GuardedBuffer::GuardedBuffer(size_t bytes) : storage_(bytes + 2 * kGuardBytes), bytes_(bytes) {}

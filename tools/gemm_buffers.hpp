@@ -15,11 +15,12 @@ namespace tessera_cli {
 // One set of inputs. Several are rotated while timing so that small problems are not served from L2.
 struct InputSet {
   DeviceBuffer a, b, c;  // c is empty when beta == 0
+  DeviceBuffer bias;     // D's dtype, GemmProblem::bias_elements(); empty without --bias
 
   // Allocates and fills with values uniform in [-1, 1); `seed` and `set_index` pick the data.
   InputSet(const GemmProblem& p, uint64_t seed, int set_index, cudaStream_t stream);
 
-  static size_t bytes_needed(const GemmProblem& p);  // A + B (+ C)
+  static size_t bytes_needed(const GemmProblem& p);  // A + B (+ C) (+ bias)
 };
 
 // D with `kGuardBytes` of a known byte pattern before and after it: a write out of bounds, in

@@ -27,7 +27,8 @@ namespace {
 std::vector<OptionSpec> gemm_options() {
   std::vector<OptionSpec> specs = gemm_problem_options();
   const std::vector<OptionSpec> run_specs = {
-      {"verify", "", "check D against a cuBLASLt fp32-output reference (poisoned D, guard bands); exit 1 on FAIL"},
+      {"verify", "", "check D against a cuBLASLt fp32-output reference (bias and activation applied to it in fp32; "
+                     "poisoned D, guard bands); exit 1 on FAIL"},
       {"compare", "LIB", "also time LIB on the same inputs; LIB = cublas (cuBLASLt)"},
   };
   specs.insert(specs.end(), run_specs.begin(), run_specs.end());
@@ -96,6 +97,8 @@ void print_report(std::FILE* out, const GemmReport& r) {
   };
   line("tessera", r.tessera);
   if (r.cublas) line("cuBLASLt", *r.cublas);
+  if (r.cublas && (r.problem.has_bias() || r.problem.activation != tessera::Activation::None))
+    std::fprintf(out, "note      cuBLASLt is timed without the bias and activation (its GEMM with alpha, beta only)\n");
   if (auto ratio = r.ratio()) std::fprintf(out, "ratio     %.3f (tessera / cuBLASLt)\n", *ratio);
 }
 
@@ -147,7 +150,8 @@ void write_json(std::ostream& os, const GemmReport& r) {
 void print_gemm_help(std::FILE* out) {
   std::fprintf(out,
                "usage: tessera gemm --m M --n N --k K [options]\n\n"
-               "D = alpha * op(A) * op(B) + beta * C through tessera, on fresh random inputs uniform in [-1, 1].\n"
+               "D = act(alpha * op(A) * op(B) + beta * C + bias) through tessera, on fresh random inputs uniform\n"
+               "in [-1, 1] (bias and activation only with --bias / --activation).\n"
                "Matrices are column-major as in BLAS unless --d-row-major; FLOPs = 2*M*N*K*batch.\n"
                "Without --compare only tessera is timed. Problems whose launch takes under %.0f us are timed\n"
                "as batches of back-to-back launches per event pair, the same way for both libraries.\n\n"
@@ -157,7 +161,8 @@ void print_gemm_help(std::FILE* out) {
   std::fprintf(out,
                "\nexamples:\n"
                "  tessera gemm --m 8192 --n 8192 --k 8192 --dtype bf16 --verify --compare cublas\n"
-               "  tessera gemm --m 4096 --n 4096 --k 4096 --batch 8 --broadcast-b --layout nn --json out.json\n");
+               "  tessera gemm --m 4096 --n 4096 --k 4096 --batch 8 --broadcast-b --layout nn --json out.json\n"
+               "  tessera gemm --m 4096 --n 11008 --k 4096 --d-row-major --bias col --activation silu --verify\n");
 }
 
 int run_gemm(const std::vector<std::string>& args) {
@@ -188,7 +193,8 @@ int run_gemm(const std::vector<std::string>& args) {
     sets.emplace_back(p, settings.seed, int(sets.size()), stream.get());
 
   std::vector<tessera::GemmArgs> tessera_args;
-  for (const InputSet& s : sets) tessera_args.push_back(p.tessera_args(s.a.get(), s.b.get(), s.c.get(), d.data()));
+  for (const InputSet& s : sets)
+    tessera_args.push_back(p.tessera_args(s.a.get(), s.b.get(), s.c.get(), s.bias.get(), d.data()));
 
   // tessera's argument errors surface here, before any GEMM runs. The workspace is allocated once,
   // for the largest need over the input sets (all equally aligned, so in practice the same).

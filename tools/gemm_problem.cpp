@@ -24,6 +24,26 @@ const char* dtype_name(DType t) {
 
 size_t dtype_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
 
+const char* bias_mode_name(tessera::BiasMode m) {
+  switch (m) {
+    case tessera::BiasMode::None: return "none";
+    case tessera::BiasMode::PerRow: return "row";
+    case tessera::BiasMode::PerColumn: return "col";
+  }
+  return "?";
+}
+
+const char* activation_name(tessera::Activation a) {
+  switch (a) {
+    case tessera::Activation::None: return "none";
+    case tessera::Activation::Relu: return "relu";
+    case tessera::Activation::Gelu: return "gelu";
+    case tessera::Activation::GeluTanh: return "gelu_tanh";
+    case tessera::Activation::Silu: return "silu";
+  }
+  return "?";
+}
+
 size_t StoredMatrix::elements() const {
   return size_t((batch - 1) * batch_stride + ld * outer());
 }
@@ -42,8 +62,12 @@ tessera::Matrix StoredMatrix::to_tessera(const void* ptr) const {
   return m;
 }
 
+size_t GemmProblem::bias_elements() const {
+  return has_bias() ? size_t((batch - 1) * bias_batch_stride + bias_length()) : 0;
+}
+
 tessera::GemmArgs GemmProblem::tessera_args(const void* a_ptr, const void* b_ptr, const void* c_ptr,
-                                            void* d_ptr) const {
+                                            const void* bias_ptr, void* d_ptr) const {
   tessera::GemmArgs args;
   args.op_a = op_a;
   args.op_b = op_b;
@@ -53,6 +77,12 @@ tessera::GemmArgs GemmProblem::tessera_args(const void* a_ptr, const void* b_ptr
   args.d = d.to_tessera(d_ptr);
   args.alpha = alpha;
   args.beta = beta;
+  if (has_bias()) {
+    args.bias = bias_ptr;
+    args.bias_mode = bias_mode;
+    args.bias_batch_stride = bias_batch_stride;
+  }
+  args.activation = activation;
   args.config = config;
   return args;
 }
@@ -65,7 +95,12 @@ std::string GemmProblem::describe() const {
                 (long long)m, (long long)n, (long long)k, (long long)batch, dtype_name(a.dtype), dtype_name(d.dtype),
                 layout.c_str(), d.row_major ? "row" : "column", (long long)a.ld, (long long)b.ld, (long long)d.ld,
                 a.broadcast() ? "  A broadcast" : "", b.broadcast() ? "  B broadcast" : "", alpha, beta);
-  return buf;
+  std::string out = buf;
+  if (has_bias())
+    out += std::string("  bias ") + (per_row_bias() ? "per row (M)" : "per column (N)") +
+           (batch > 1 ? (bias_batch_stride > 0 ? ", one per batch" : ", broadcast") : "");
+  if (activation != tessera::Activation::None) out += std::string("  activation ") + activation_name(activation);
+  return out;
 }
 
 std::vector<OptionSpec> gemm_problem_options() {
@@ -89,6 +124,11 @@ std::vector<OptionSpec> gemm_problem_options() {
       {"broadcast-b", "", "one B for every batch (batch stride 0)"},
       {"alpha", "X", "scale of op(A) op(B) (default 1)"},
       {"beta", "X", "scale of C (default 0: C is neither allocated nor read)"},
+      {"bias", "MODE", "none | row | col: add a random bias vector in D's dtype, M values (row: bias[m] added to "
+                       "every column) or N (col: bias[n] added to every row, like nn.Linear); one vector per batch "
+                       "(default none)"},
+      {"broadcast-bias", "", "one bias vector for every batch (bias batch stride 0)"},
+      {"activation", "ACT", "none | relu | gelu | gelu_tanh | silu, applied last (after the bias; default none)"},
       {"config", "NAME", "tessera configuration (default: heuristic; see `tessera info`)"},
   };
 }
@@ -156,6 +196,25 @@ GemmProblem parse_gemm_problem(const Options& opts) {
 
   p.alpha = float(opts.real("alpha", 1.0));
   p.beta = float(opts.real("beta", 0.0));
+
+  const std::string bias = opts.str("bias", "none");
+  if (bias == "none") p.bias_mode = tessera::BiasMode::None;
+  else if (bias == "row") p.bias_mode = tessera::BiasMode::PerRow;
+  else if (bias == "col") p.bias_mode = tessera::BiasMode::PerColumn;
+  else usage_error("--bias: expected none, row or col, got '" + bias + "'");
+  if (opts.has("broadcast-bias") && !p.has_bias()) usage_error("--broadcast-bias needs --bias row or col");
+  // Batched problems get a vector per batch, so that the bias batch stride is exercised.
+  p.bias_batch_stride = p.has_bias() && p.batch > 1 && !opts.has("broadcast-bias") ? p.bias_length() : 0;
+  const std::string act = opts.str("activation", "none");
+  bool known = false;
+  for (auto a : {tessera::Activation::None, tessera::Activation::Relu, tessera::Activation::Gelu,
+                 tessera::Activation::GeluTanh, tessera::Activation::Silu})
+    if (act == activation_name(a)) {
+      p.activation = a;
+      known = true;
+    }
+  if (!known) usage_error("--activation: expected none, relu, gelu, gelu_tanh or silu, got '" + act + "'");
+
   p.config = opts.str("config", "");
   return p;
 }
@@ -167,6 +226,8 @@ void write_problem_json(JsonWriter& j, const GemmProblem& p) {
   j.field("lda", p.a.ld).field("ldb", p.b.ld).field("ldd", p.d.ld);
   j.field("broadcast_a", p.a.broadcast()).field("broadcast_b", p.b.broadcast());
   j.field("alpha", double(p.alpha)).field("beta", double(p.beta));
+  j.field("bias", bias_mode_name(p.bias_mode)).field("bias_batch_stride", p.bias_batch_stride);
+  j.field("activation", activation_name(p.activation));
 }
 
 }  // namespace tessera_cli

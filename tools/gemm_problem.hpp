@@ -15,6 +15,8 @@ namespace tessera_cli {
 
 const char* dtype_name(tessera::DType t);  // "f16", "bf16", "f32"
 size_t dtype_bytes(tessera::DType t);
+const char* bias_mode_name(tessera::BiasMode m);     // "none", "row", "col" (the --bias values)
+const char* activation_name(tessera::Activation a);  // "none", "relu", "gelu", "gelu_tanh", "silu"
 
 // A (batched) matrix as the CLI stores it.
 struct StoredMatrix {
@@ -38,18 +40,29 @@ struct GemmProblem {
   tessera::Op op_a = tessera::Op::N, op_b = tessera::Op::N;
   StoredMatrix a, b, d;  // C has D's shape, layout and dtype (and is read only when beta != 0)
   float alpha = 1.0f, beta = 0.0f;
+  // Fused epilogue: a bias vector in D's dtype (M values per row or N per column), one per batch
+  // (packed, bias_batch_stride = its length) unless broadcast (stride 0), then the activation.
+  tessera::BiasMode bias_mode = tessera::BiasMode::None;
+  int64_t bias_batch_stride = 0;
+  tessera::Activation activation = tessera::Activation::None;
   std::string config;  // "" = tessera's heuristic
   std::string layout;  // "tn", "nt", ...: op_a then op_b
 
   bool has_c() const { return beta != 0.0f; }
+  bool has_bias() const { return bias_mode != tessera::BiasMode::None; }
+  bool per_row_bias() const { return bias_mode == tessera::BiasMode::PerRow; }
+  int64_t bias_length() const { return per_row_bias() ? m : n; }
+  size_t bias_elements() const;  // allocation size: (batch - 1) * bias_batch_stride + bias_length(); 0 without
   double flops() const { return 2.0 * double(m) * double(n) * double(k) * double(batch); }
-  tessera::GemmArgs tessera_args(const void* a_ptr, const void* b_ptr, const void* c_ptr, void* d_ptr) const;
+  tessera::GemmArgs tessera_args(const void* a_ptr, const void* b_ptr, const void* c_ptr, const void* bias_ptr,
+                                 void* d_ptr) const;
   std::string describe() const;  // one line for the human-readable report
 };
 
 class JsonWriter;
-// The problem's fields (shape, dtypes, layout, leading dimensions, broadcast, alpha, beta) as
-// members of the JSON object being written: the same keys in `gemm --json` and `tune --json`.
+// The problem's fields (shape, dtypes, layout, leading dimensions, broadcast, alpha, beta, bias,
+// activation) as members of the JSON object being written: the same keys in `gemm --json` and
+// `tune --json`.
 void write_problem_json(JsonWriter& j, const GemmProblem& p);
 
 // The options that describe a problem (shared by the parser and `tessera gemm --help`).

@@ -267,7 +267,8 @@ int run_tune(const std::vector<std::string>& args) {
     sets.emplace_back(p, settings.seed, int(sets.size()), stream.get());
 
   std::vector<tessera::GemmArgs> base_args;  // config "" (what the cache entry is keyed on)
-  for (const InputSet& s : sets) base_args.push_back(p.tessera_args(s.a.get(), s.b.get(), s.c.get(), d.data()));
+  for (const InputSet& s : sets)
+    base_args.push_back(p.tessera_args(s.a.get(), s.b.get(), s.c.get(), s.bias.get(), d.data()));
 
   TuneReport report(device, p, settings);
   report.input_sets = int(sets.size());

@@ -32,6 +32,10 @@ VerifyResult verify_gemm(const GemmProblem& p, const InputSet& inputs, GuardedBu
   }
   LtGemm reference(lt, p, DType::F32, lt_workspace.bytes());
   reference.run(inputs.a.get(), inputs.b.get(), c32.get(), ref.get(), lt_workspace.get(), stream);
+  // tessera's fused epilogue, D = act(alpha * AB + beta * C + bias), finished on the fp32 reference.
+  const MatrixView view{p.d.rows, p.d.cols, p.d.ld, p.d.batch, p.d.batch_stride, p.d.row_major};
+  apply_bias_activation(ref.as<float>(), view, p.has_bias() ? inputs.bias.get() : nullptr, p.d.dtype,
+                        p.per_row_bias(), p.bias_batch_stride, p.activation, stream);
 
   // Poisoned D: an element tessera fails to write stays NaN and is counted as non-finite.
   d.fill_guards(stream);
@@ -40,7 +44,6 @@ VerifyResult verify_gemm(const GemmProblem& p, const InputSet& inputs, GuardedBu
 
   VerifyResult r;
   r.guards_ok = d.guards_intact(stream);
-  const MatrixView view{p.d.rows, p.d.cols, p.d.ld, p.d.batch, p.d.batch_stride, p.d.row_major};
   const CompareSums sums = compare_to_reference(d.data(), p.d.dtype, ref.as<float>(), view, stream);
   const double err = std::sqrt(sums.err_sq), norm = std::sqrt(sums.ref_sq);
   r.rel_err = norm > 0 ? err / norm : err;

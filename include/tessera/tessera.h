@@ -1,6 +1,6 @@
 /* tessera C ABI: tensor-core GEMM (and, later, attention) for sm_80 / sm_90a.
  *
- * D = alpha * op(A) * op(B) + beta * C, batched, any major, any M, N, K >= 0.
+ * D = act(alpha * op(A) * op(B) + beta * C + bias), batched, any major, any M, N, K >= 0.
  *
  * Every entry validates its arguments first. On invalid input it returns a status other than
  * TESSERA_STATUS_SUCCESS, writes nothing, launches nothing, and tessera_last_error() (per host
@@ -53,10 +53,31 @@ typedef struct tessera_matrix_t {
   int64_t batch_stride;     /* elements between batches; 0 = broadcast (not allowed for D)   */
 } tessera_matrix_t;
 
-/* D = alpha * op(A) * op(B) + beta * C.
+/* The optional bias vector of a GEMM, added to every row or to every column of D. */
+typedef enum tessera_bias_mode_t {
+  TESSERA_BIAS_NONE = 0,
+  TESSERA_BIAS_PER_COLUMN = 1, /* a vector of N: bias[n] added to every row (nn.Linear's bias) */
+  TESSERA_BIAS_PER_ROW = 2     /* a vector of M: bias[m] added to every column                 */
+} tessera_bias_mode_t;
+
+/* The element-wise activation applied last, in fp32, before D is rounded to its dtype. */
+typedef enum tessera_activation_t {
+  TESSERA_ACTIVATION_NONE = 0,
+  TESSERA_ACTIVATION_RELU = 1,
+  TESSERA_ACTIVATION_GELU = 2,      /* erf form: 0.5 x (1 + erf(x / sqrt 2)), torch's default       */
+  TESSERA_ACTIVATION_GELU_TANH = 3, /* tanh approximation (torch's approximate="tanh")             */
+  TESSERA_ACTIVATION_SILU = 4       /* x * sigmoid(x)                                               */
+} tessera_activation_t;
+
+/* D = act(alpha * op(A) * op(B) + beta * C + bias), computed in F32 and rounded once.
  *   op(A): M x K, op(B): K x N, C and D: M x N.
  *   C may have a null ptr when beta == 0 (then C is not read at all). C's dtype equals D's.
- *   A and B: F16 or BF16 (the same); D: F16, BF16 or F32; accumulation in F32. */
+ *   A and B: F16 or BF16 (the same); D: F16, BF16 or F32; accumulation in F32.
+ *   bias (optional): a contiguous vector in D's dtype, N elements for TESSERA_BIAS_PER_COLUMN, M for
+ *   TESSERA_BIAS_PER_ROW; batch l reads bias + l * bias_batch_stride (0 = one vector for every
+ *   batch). NULL with TESSERA_BIAS_NONE; with a mode, NULL only where the vector is empty (as for a
+ *   matrix); aligned to its element size; it must not overlap D (C, A and B it may).
+ * The bias and activation fields come last, so a zero-initialised struct means "none" for both. */
 typedef struct tessera_gemm_args_t {
   tessera_op_t op_a;
   tessera_op_t op_b;
@@ -69,6 +90,10 @@ typedef struct tessera_gemm_args_t {
   /* Kernel configuration by name (see tessera_gemm_config_name); NULL or "" = heuristic.
    * The environment variable TESSERA_GEMM_CONFIG overrides the heuristic too (args win). */
   const char* config;
+  const void* bias;             /* device pointer, D's dtype; NULL = no bias                     */
+  tessera_bias_mode_t bias_mode;
+  int64_t bias_batch_stride;    /* elements between batches' bias vectors; 0 = one vector for all batches */
+  tessera_activation_t activation;
 } tessera_gemm_args_t;
 
 /* Bytes of workspace that let every operand use the fastest path (0 if none is needed).

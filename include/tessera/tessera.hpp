@@ -14,6 +14,18 @@ namespace tessera {
 enum class DType : int { F16 = TESSERA_DTYPE_F16, BF16 = TESSERA_DTYPE_BF16, F32 = TESSERA_DTYPE_F32 };
 enum class Layout : int { RowMajor = TESSERA_ROW_MAJOR, ColMajor = TESSERA_COL_MAJOR };
 enum class Op : int { N = TESSERA_OP_N, T = TESSERA_OP_T };
+enum class BiasMode : int {
+  None = TESSERA_BIAS_NONE,
+  PerColumn = TESSERA_BIAS_PER_COLUMN,  // N values, bias[n] added to every row (nn.Linear)
+  PerRow = TESSERA_BIAS_PER_ROW         // M values, bias[m] added to every column
+};
+enum class Activation : int {
+  None = TESSERA_ACTIVATION_NONE,
+  Relu = TESSERA_ACTIVATION_RELU,
+  Gelu = TESSERA_ACTIVATION_GELU,          // erf form (torch's default)
+  GeluTanh = TESSERA_ACTIVATION_GELU_TANH,  // tanh approximation
+  Silu = TESSERA_ACTIVATION_SILU
+};
 
 struct Status {
   tessera_status_t code = TESSERA_STATUS_SUCCESS;
@@ -56,9 +68,17 @@ struct GemmArgs {
   float alpha = 1.0f;
   float beta = 0.0f;
   std::string config;  // "" = heuristic (or TESSERA_GEMM_CONFIG)
+  // Optional fused epilogue (see tessera_gemm_args_t): a contiguous bias vector in D's dtype, N
+  // values per column or M per row, batch l at bias + l * bias_batch_stride (0 = shared), then the
+  // activation, in fp32.
+  const void* bias = nullptr;
+  BiasMode bias_mode = BiasMode::None;
+  int64_t bias_batch_stride = 0;
+  Activation activation = Activation::None;
 };
 
-// D = alpha * op(A) * op(B) + beta * C on `stream` (a cudaStream_t; nullptr = default stream).
+// D = act(alpha * op(A) * op(B) + beta * C + bias) on `stream` (a cudaStream_t; nullptr = default
+// stream).
 Status gemm(const GemmArgs& args, void* stream = nullptr, void* workspace = nullptr,
             size_t workspace_bytes = 0);
 // Workspace that lets every operand take the fastest path (0 when none is needed).

@@ -57,9 +57,18 @@ tessera::Matrix make_matrix(uintptr_t ptr, int dtype, int64_t rows, int64_t cols
   return m;
 }
 
+// The optional fused epilogue of a GEMM call (bias pointer, bias mode code, bias batch stride,
+// activation code), as the Python keywords give it.
+struct Epilogue {
+  uintptr_t bias = 0;
+  int bias_mode = TESSERA_BIAS_NONE;
+  int64_t bias_batch_stride = 0;
+  int activation = TESSERA_ACTIVATION_NONE;
+};
+
 tessera::GemmArgs make_gemm_args(const tessera::Matrix& a, const tessera::Matrix& b, const tessera::Matrix& d,
                                  const tessera::Matrix* c, float alpha, float beta, int op_a, int op_b,
-                                 const std::string& config) {
+                                 const std::string& config, const Epilogue& epi) {
   tessera::GemmArgs g;
   g.a = a;
   g.b = b;
@@ -70,6 +79,10 @@ tessera::GemmArgs make_gemm_args(const tessera::Matrix& a, const tessera::Matrix
   g.op_a = tessera::Op(op_a);
   g.op_b = tessera::Op(op_b);
   g.config = config;
+  g.bias = as_ptr<const void>(epi.bias);
+  g.bias_mode = tessera::BiasMode(epi.bias_mode);  // out-of-range codes are rejected by validation
+  g.bias_batch_stride = epi.bias_batch_stride;
+  g.activation = tessera::Activation(epi.activation);
   return g;
 }
 
@@ -94,6 +107,14 @@ NB_MODULE(_C, m) {
   m.attr("COL_MAJOR") = int(TESSERA_COL_MAJOR);
   m.attr("OP_N") = int(TESSERA_OP_N);
   m.attr("OP_T") = int(TESSERA_OP_T);
+  m.attr("BIAS_NONE") = int(TESSERA_BIAS_NONE);
+  m.attr("BIAS_PER_COLUMN") = int(TESSERA_BIAS_PER_COLUMN);
+  m.attr("BIAS_PER_ROW") = int(TESSERA_BIAS_PER_ROW);
+  m.attr("ACTIVATION_NONE") = int(TESSERA_ACTIVATION_NONE);
+  m.attr("ACTIVATION_RELU") = int(TESSERA_ACTIVATION_RELU);
+  m.attr("ACTIVATION_GELU") = int(TESSERA_ACTIVATION_GELU);
+  m.attr("ACTIVATION_GELU_TANH") = int(TESSERA_ACTIVATION_GELU_TANH);
+  m.attr("ACTIVATION_SILU") = int(TESSERA_ACTIVATION_SILU);
   m.attr("STATUS_SUCCESS") = int(TESSERA_STATUS_SUCCESS);
   m.attr("STATUS_INVALID_ARGUMENT") = int(TESSERA_STATUS_INVALID_ARGUMENT);
   m.attr("STATUS_NOT_SUPPORTED") = int(TESSERA_STATUS_NOT_SUPPORTED);
@@ -148,8 +169,9 @@ NB_MODULE(_C, m) {
       "gemm",
       [](const tessera::Matrix& a, const tessera::Matrix& b, const tessera::Matrix& d, const tessera::Matrix* c,
          float alpha, float beta, int op_a, int op_b, uintptr_t workspace, size_t workspace_bytes, uintptr_t stream,
-         const std::string& config) {
-        const tessera::GemmArgs g = make_gemm_args(a, b, d, c, alpha, beta, op_a, op_b, config);
+         const std::string& config, uintptr_t bias, int bias_mode, int64_t bias_batch_stride, int activation) {
+        const tessera::GemmArgs g = make_gemm_args(a, b, d, c, alpha, beta, op_a, op_b, config,
+                                                   Epilogue{bias, bias_mode, bias_batch_stride, activation});
         tessera::Status s;
         {
           nb::gil_scoped_release release;
@@ -159,33 +181,44 @@ NB_MODULE(_C, m) {
       },
       "a"_a, "b"_a, "d"_a, "c"_a.none() = nb::none(), "alpha"_a = 1.0f, "beta"_a = 0.0f,
       "op_a"_a = int(TESSERA_OP_N), "op_b"_a = int(TESSERA_OP_N), "workspace"_a = 0, "workspace_bytes"_a = 0,
-      "stream"_a = 0, "config"_a = "",
-      "D = alpha * op(A) * op(B) + beta * C on `stream` (a cudaStream_t as an int; 0 = default stream).\n"
+      "stream"_a = 0, "config"_a = "", "bias"_a = 0, "bias_mode"_a = int(TESSERA_BIAS_NONE),
+      "bias_batch_stride"_a = 0, "activation"_a = int(TESSERA_ACTIVATION_NONE),
+      "D = act(alpha * op(A) * op(B) + beta * C + bias) on `stream` (a cudaStream_t as an int; 0 = default\n"
+      "stream). bias: a device pointer in D's dtype (0 = none) with bias_mode BIAS_PER_COLUMN (N values) or\n"
+      "BIAS_PER_ROW (M values), batch l at bias + l * bias_batch_stride; activation: an ACTIVATION_* code.\n"
       "Asynchronous. Arguments are validated before anything is launched or written.");
 
   m.def(
       "gemm_workspace_size",
       [](const tessera::Matrix& a, const tessera::Matrix& b, const tessera::Matrix& d, const tessera::Matrix* c,
-         float alpha, float beta, int op_a, int op_b, const std::string& config) {
+         float alpha, float beta, int op_a, int op_b, const std::string& config, uintptr_t bias, int bias_mode,
+         int64_t bias_batch_stride, int activation) {
         size_t bytes = 0;
-        check(tessera::gemm_workspace_size(make_gemm_args(a, b, d, c, alpha, beta, op_a, op_b, config), &bytes));
+        check(tessera::gemm_workspace_size(make_gemm_args(a, b, d, c, alpha, beta, op_a, op_b, config,
+                                                          Epilogue{bias, bias_mode, bias_batch_stride, activation}),
+                                           &bytes));
         return bytes;
       },
       "a"_a, "b"_a, "d"_a, "c"_a.none() = nb::none(), "alpha"_a = 1.0f, "beta"_a = 0.0f,
-      "op_a"_a = int(TESSERA_OP_N), "op_b"_a = int(TESSERA_OP_N), "config"_a = "",
+      "op_a"_a = int(TESSERA_OP_N), "op_b"_a = int(TESSERA_OP_N), "config"_a = "", "bias"_a = 0,
+      "bias_mode"_a = int(TESSERA_BIAS_NONE), "bias_batch_stride"_a = 0, "activation"_a = int(TESSERA_ACTIVATION_NONE),
       "Validates the GEMM arguments (no device access) and returns the workspace bytes that let every\n"
       "operand take the fastest path (0 when none is needed).");
 
   m.def(
       "gemm_select_config",
       [](const tessera::Matrix& a, const tessera::Matrix& b, const tessera::Matrix& d, const tessera::Matrix* c,
-         float alpha, float beta, int op_a, int op_b, const std::string& config) {
+         float alpha, float beta, int op_a, int op_b, const std::string& config, uintptr_t bias, int bias_mode,
+         int64_t bias_batch_stride, int activation) {
         std::string name;
-        check(tessera::gemm_select_config(make_gemm_args(a, b, d, c, alpha, beta, op_a, op_b, config), &name));
+        check(tessera::gemm_select_config(make_gemm_args(a, b, d, c, alpha, beta, op_a, op_b, config,
+                                                         Epilogue{bias, bias_mode, bias_batch_stride, activation}),
+                                          &name));
         return name;
       },
       "a"_a, "b"_a, "d"_a, "c"_a.none() = nb::none(), "alpha"_a = 1.0f, "beta"_a = 0.0f,
-      "op_a"_a = int(TESSERA_OP_N), "op_b"_a = int(TESSERA_OP_N), "config"_a = "",
+      "op_a"_a = int(TESSERA_OP_N), "op_b"_a = int(TESSERA_OP_N), "config"_a = "", "bias"_a = 0,
+      "bias_mode"_a = int(TESSERA_BIAS_NONE), "bias_batch_stride"_a = 0, "activation"_a = int(TESSERA_ACTIVATION_NONE),
       "Name of the configuration gemm() would run on the current device.");
 
   // ---- attention forward ----

@@ -40,7 +40,7 @@ except ImportError as _e:  # torch missing (or too old): keep the CPU-side API u
     _torch_import_error = _e
 
     def matmul(*args, **kwargs):  # type: ignore[no-redef]
-        """D = alpha * a @ b + beta * c (needs PyTorch >= 2.4; see tessera._torch.matmul)."""
+        """D = act(alpha * a @ b + beta * c + bias) (needs PyTorch >= 2.4; see tessera._torch.matmul)."""
         raise ImportError(f"tessera.matmul needs PyTorch >= 2.4: {_torch_import_error}")
 
     def attention(*args, **kwargs):  # type: ignore[no-redef]

@@ -121,16 +121,25 @@ def _matmul_shape(a: Tensor, b: Tensor) -> Tuple[int, ...]:
     return (lb if la == 1 else la, m, n)
 
 
-def _gemm_into(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: float, d: Tensor) -> None:
-    """d = alpha * a @ b + beta * c, d of shape _matmul_shape(a, b)."""
+def _gemm_into(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: float, d: Tensor,
+               bias: Optional[Tensor] = None, activation: int = 0) -> None:
+    """d = act(alpha * a @ b + beta * c + bias), d of shape _matmul_shape(a, b); bias (N,) is added to
+    every row of every batch; activation is a tessera activation code (_C.ACTIVATION_*)."""
     device = a.device
     _check_device("a", a, device)
     _check_device("b", b, device)
     _check_device("out", d, device)
     if beta != 0.0 and c is not None:
         _check_device("c", c, device)
+    if bias is not None:
+        _check_device("bias", bias, device)
     if d.numel() == 0:
         return
+    bias_ptr, bias_mode = 0, _C.BIAS_NONE
+    if bias is not None:
+        # The library reads the bias in D's dtype, as one contiguous vector shared by the batches.
+        bias = bias.to(dtype=d.dtype).contiguous()
+        bias_ptr, bias_mode = bias.data_ptr(), _C.BIAS_PER_COLUMN
     a, ma = _input_matrix("a", a)
     b, mb = _input_matrix("b", b)
     mc = None
@@ -146,47 +155,50 @@ def _gemm_into(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: fl
     if md is None:  # an output view with no row/column-major form: compute densely, then copy
         target = torch.empty(d.shape, dtype=d.dtype, device=device)
         md = _matrix(target, d_code)
+    epilogue = dict(bias=bias_ptr, bias_mode=bias_mode, activation=activation)
     with _on_device(device):
-        ws_bytes = _C.gemm_workspace_size(ma, mb, md, mc, alpha, beta)
+        ws_bytes = _C.gemm_workspace_size(ma, mb, md, mc, alpha, beta, **epilogue)
         ws = torch.empty(ws_bytes, dtype=torch.uint8, device=device) if ws_bytes else None
         _C.gemm(ma, mb, md, mc, alpha, beta, workspace=ws.data_ptr() if ws is not None else 0,
-                workspace_bytes=ws_bytes, stream=_stream(device))
+                workspace_bytes=ws_bytes, stream=_stream(device), **epilogue)
     if target is not d:
         d.copy_(target)
 
 
+# bias and activation come last with defaults, so calls written before they existed keep working.
 @torch.library.custom_op("tessera::matmul", mutates_args=())
 def _matmul_op(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: float,
-               out_dtype: Optional[torch.dtype]) -> Tensor:
+               out_dtype: Optional[torch.dtype], bias: Optional[Tensor] = None, activation: int = 0) -> Tensor:
     shape = _matmul_shape(a, b)
     d = torch.empty(shape, dtype=out_dtype if out_dtype is not None else a.dtype, device=a.device)
-    _gemm_into(a, b, c, alpha, beta, d)
+    _gemm_into(a, b, c, alpha, beta, d, bias, activation)
     return d
 
 
 @_matmul_op.register_fake
-def _matmul_fake(a, b, c, alpha, beta, out_dtype):
+def _matmul_fake(a, b, c, alpha, beta, out_dtype, bias=None, activation=0):
     shape = _matmul_shape(a, b)
     return a.new_empty(shape, dtype=out_dtype if out_dtype is not None else a.dtype)
 
 
 @torch.library.custom_op("tessera::matmul_out", mutates_args=("d",))
-def _matmul_out_op(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: float, d: Tensor) -> None:
+def _matmul_out_op(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: float, d: Tensor,
+                   bias: Optional[Tensor] = None, activation: int = 0) -> None:
     shape = _matmul_shape(a, b)
     if tuple(d.shape) != tuple(shape):
         raise ValueError(f"out: must have shape {tuple(shape)}, got {tuple(d.shape)}")
-    _gemm_into(a, b, c, alpha, beta, d)
+    _gemm_into(a, b, c, alpha, beta, d, bias, activation)
 
 
 @_matmul_out_op.register_fake
-def _matmul_out_fake(a, b, c, alpha, beta, d):
+def _matmul_out_fake(a, b, c, alpha, beta, d, bias=None, activation=0):
     return None
 
 
 def matmul(a: Tensor, b: Tensor, *, c: Optional[Tensor] = None, alpha: float = 1.0, beta: float = 0.0,
            bias: Optional[Tensor] = None, activation: Optional[str] = None, out: Optional[Tensor] = None,
            out_dtype: Optional[torch.dtype] = None) -> Tensor:
-    """``D = alpha * a @ b + beta * c`` on tensor cores (fp32 accumulation).
+    """``D = act(alpha * a @ b + beta * c + bias)`` on tensor cores (fp32 accumulation, one rounding).
 
     a: (M, K) or (L, M, K); b: (K, N) or (L, K, N); float16 or bfloat16 (the same). A 2-D operand
     (or a batch of 1) is broadcast over the other's batch. Any strides with a row-major (stride
@@ -195,9 +207,10 @@ def matmul(a: Tensor, b: Tensor, *, c: Optional[Tensor] = None, alpha: float = 1
     c: broadcastable to the output; its dtype must equal the output's; not read when beta == 0.
     out_dtype: the output dtype (default a.dtype; float32 allowed). out: write into this tensor
     (shape must match; its dtype is the output dtype) and return it; c may be out itself (in place).
-    bias: (N,), added to every row (like nn.Linear); activation: None, "relu", "gelu" or "silu",
-    applied last. Not fused yet (the library's epilogue gains them with the Hopper path): each
-    costs one extra pass over the output, in place.
+    bias: (N,), added to every row of every batch (like nn.Linear), converted to the output dtype;
+    activation: None, "relu", "gelu" (erf form, torch's default), "gelu_tanh" (F.gelu's
+    approximate="tanh") or "silu", applied last. Both are fused into the GEMM's epilogue: computed
+    in fp32 on the accumulators, no extra pass over the output.
     Runs on the current CUDA stream; workspace (only for operands that are not 16-byte aligned)
     comes from PyTorch's caching allocator. Calls ``torch.ops.tessera.matmul`` (``matmul_out``).
     """
@@ -206,30 +219,22 @@ def matmul(a: Tensor, b: Tensor, *, c: Optional[Tensor] = None, alpha: float = 1
     n = b.shape[-1]
     if bias is not None and (bias.dim() != 1 or bias.shape[0] != n):
         raise ValueError(f"bias: must have shape ({n},) (N), got {tuple(bias.shape)}")
-    d = _matmul_core(a, b, c, alpha, beta, out, out_dtype)
-    if bias is not None:
-        d.add_(bias.to(d.dtype))
-    if activation is not None:
-        _ACTIVATIONS[activation](d)
-    return d
-
-
-# In-place activations on the GEMM output (gelu has no in-place form: copy back).
-_ACTIVATIONS = {
-    "relu": torch.relu_,
-    "silu": lambda d: torch.nn.functional.silu(d, inplace=True),
-    "gelu": lambda d: d.copy_(torch.nn.functional.gelu(d)),
-}
-
-
-def _matmul_core(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: float, out: Optional[Tensor],
-                 out_dtype: Optional[torch.dtype]) -> Tensor:
+    act = _ACTIVATIONS[activation] if activation is not None else _C.ACTIVATION_NONE
     if out is not None:
         if out_dtype is not None and out.dtype != out_dtype:
             raise ValueError(f"out_dtype: {out_dtype} disagrees with out.dtype ({out.dtype})")
-        torch.ops.tessera.matmul_out(a, b, c, float(alpha), float(beta), out)
+        torch.ops.tessera.matmul_out(a, b, c, float(alpha), float(beta), out, bias, act)
         return out
-    return torch.ops.tessera.matmul(a, b, c, float(alpha), float(beta), out_dtype)
+    return torch.ops.tessera.matmul(a, b, c, float(alpha), float(beta), out_dtype, bias, act)
+
+
+# matmul's activation names -> the library's codes (tessera_activation_t).
+_ACTIVATIONS = {
+    "relu": _C.ACTIVATION_RELU,
+    "gelu": _C.ACTIVATION_GELU,
+    "gelu_tanh": _C.ACTIVATION_GELU_TANH,
+    "silu": _C.ACTIVATION_SILU,
+}
 
 
 # ----------------------------------------------------------------------------------- attention

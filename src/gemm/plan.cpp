@@ -10,6 +10,12 @@
 namespace tessera::gemm_impl {
 namespace {
 
+// The API's activation code reaches the kernels unchanged (EpilogueParams::activation).
+static_assert(int(Activation::None) == kActNone && int(Activation::Relu) == kActRelu &&
+                  int(Activation::Gelu) == kActGelu && int(Activation::GeluTanh) == kActGeluTanh &&
+                  int(Activation::Silu) == kActSilu,
+              "tessera_activation_t and ActivationTag must agree");
+
 int tag_of(DType t) { return t == DType::F16 ? kF16 : t == DType::BF16 ? kBF16 : kF32; }
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -93,6 +99,18 @@ GemmPlan make_plan(const GemmArgs& args) {
     e.c_vec = e.c_stride_n == 1 && reinterpret_cast<uintptr_t>(c.ptr) % 16 == 0 && e.c_stride_m % per16 == 0 &&
               e.batch_stride_c % per16 == 0;
   }
+  if (args.bias_mode != BiasMode::None && args.bias) {
+    // The user's per-column bias (indexed by D's column n) follows n through the swap: it is
+    // indexed by the canonical row when the kernels compute D^T.
+    const bool along_canonical_n = (args.bias_mode == BiasMode::PerColumn) != plan.swapped;
+    e.bias = args.bias;
+    e.bias_stride_m = along_canonical_n ? 0 : 1;
+    e.bias_stride_n = along_canonical_n ? 1 : 0;
+    e.batch_stride_bias = batch > 1 ? args.bias_batch_stride : 0;
+    e.bias_vec = along_canonical_n && reinterpret_cast<uintptr_t>(args.bias) % 16 == 0 &&
+                 e.batch_stride_bias % per16 == 0;
+  }
+  e.activation = int(args.activation);
   return plan;
 }
 

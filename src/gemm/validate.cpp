@@ -92,6 +92,20 @@ bool overlaps(const Matrix& x, int64_t bx, const Matrix& y, int64_t by) {
   return x0 < y1 && y0 < x1;
 }
 
+// The bias vector as a 1 x length row-major matrix of D's dtype with its batch stride, so that the
+// extent and overlap rules of the matrices apply to it unchanged.
+Matrix bias_view(const GemmArgs& args, int64_t length) {
+  Matrix v;
+  v.ptr = args.bias;
+  v.dtype = args.d.dtype;
+  v.rows = 1;
+  v.cols = length;
+  v.ld = std::max<int64_t>(1, length);
+  v.layout = Layout::RowMajor;
+  v.batch_stride = args.bias_batch_stride;
+  return v;
+}
+
 // Batch count a matrix takes part with: 1 (broadcast) or the problem's.
 Status check_batch(const char* name, const Matrix& m, int64_t batch) {
   if (m.batch_count != 1 && m.batch_count != batch)
@@ -105,6 +119,14 @@ Status check_batch(const char* name, const Matrix& m, int64_t batch) {
 Status validate(const GemmArgs& args) {
   if (args.op_a != Op::N && args.op_a != Op::T) return invalid("op_a: must be N or T");
   if (args.op_b != Op::N && args.op_b != Op::T) return invalid("op_b: must be N or T");
+  if (args.bias_mode != BiasMode::None && args.bias_mode != BiasMode::PerColumn && args.bias_mode != BiasMode::PerRow)
+    return invalid("bias_mode: must be none (0), per-column (1) or per-row (2) (got " +
+                   std::to_string(int(args.bias_mode)) + ")");
+  if (args.activation != Activation::None && args.activation != Activation::Relu &&
+      args.activation != Activation::Gelu && args.activation != Activation::GeluTanh &&
+      args.activation != Activation::Silu)
+    return invalid("activation: must be none (0), relu (1), gelu (2), gelu_tanh (3) or silu (4) (got " +
+                   std::to_string(int(args.activation)) + ")");
 
   const int64_t batch = args.d.batch_count;
   if (batch < 0) return invalid("d.batch_count: must be >= 0 (got " + std::to_string(batch) + ")");
@@ -167,6 +189,29 @@ Status validate(const GemmArgs& args) {
                       args.c.batch_count == args.d.batch_count;
     if (!same && overlaps(args.d, batch, args.c, eff_batches(args.c)))
       return invalid("c: overlaps d in memory without being the same matrix (in-place C == D is allowed)");
+  }
+
+  // Bias: a vector in D's dtype (like C), N values per column or M per row, read while D is
+  // written, so it must not overlap D. Without a mode the pointer must be null: a bias passed
+  // with bias_mode left at none would otherwise be silently ignored.
+  if (args.bias_mode == BiasMode::None) {
+    if (args.bias) return invalid("bias: must be null when bias_mode is none (set bias_mode to per-column or per-row)");
+  } else {
+    const bool per_column = args.bias_mode == BiasMode::PerColumn;
+    const int64_t length = per_column ? n : m;
+    if (args.bias_batch_stride < 0)
+      return invalid("bias_batch_stride: must be >= 0 (got " + std::to_string(args.bias_batch_stride) + ")");
+    const int64_t bias_batches = args.bias_batch_stride > 0 ? batch : std::min<int64_t>(batch, 1);
+    const Matrix v = bias_view(args, length);
+    const Extent e = extent_of(v, bias_batches);
+    if (!e.ok) return invalid("bias: its length and bias_batch_stride address more than 2^63 bytes");
+    if (e.span > 0 && !args.bias)
+      return invalid(std::string("bias: null pointer with bias_mode ") +
+                     (per_column ? "per-column (N = " : "per-row (M = ") + std::to_string(length) + " values)");
+    if (args.bias && reinterpret_cast<uintptr_t>(args.bias) % bytes_of(args.d.dtype) != 0)
+      return invalid("bias: not aligned to its element size (" + std::to_string(bytes_of(args.d.dtype)) +
+                     " bytes; the bias has d.dtype)");
+    if (overlaps(args.d, batch, v, bias_batches)) return invalid("bias: overlaps d in memory");
   }
 
   if (!args.config.empty() && find_config(args.config) == nullptr)

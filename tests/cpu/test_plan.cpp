@@ -158,8 +158,30 @@ void run_brute_force_case(std::mt19937& rng, const Combo& cb) {
   g.alpha = alpha;
   g.beta = beta;
   const std::vector<float>& cbuf = in_place ? D.buf : C.buf;
+
+  // Bias: none, per column (N values) or per row (M values); one vector per batch (with a gap of
+  // 0..3) or one for all. The activation only has to reach the kernels' parameters.
+  const int bias_pick = std::uniform_int_distribution<int>(0, 2)(rng);
+  const tessera::BiasMode bias_mode = bias_pick == 0   ? tessera::BiasMode::None
+                                      : bias_pick == 1 ? tessera::BiasMode::PerColumn
+                                                       : tessera::BiasMode::PerRow;
+  const bool per_column = bias_mode == tessera::BiasMode::PerColumn;
+  const int64_t bias_len = per_column ? N : M;
+  const int64_t bias_stride = coin(rng) ? 0 : bias_len + extra(rng);
+  std::vector<float> bias_buf(size_t((batch - 1) * bias_stride + bias_len));
+  for (float& x : bias_buf) x = float(std::uniform_int_distribution<int>(-3, 3)(rng));
+  const auto activation = tessera::Activation(std::uniform_int_distribution<int>(0, 4)(rng));
+  if (bias_mode != tessera::BiasMode::None) {
+    g.bias = bias_buf.data();
+    g.bias_mode = bias_mode;
+    g.bias_batch_stride = bias_stride;
+  }
+  g.activation = activation;
+
   const std::string what = describe(cb, M, N, K, batch) + (in_place ? " in-place" : "") +
-                           " alpha=" + std::to_string(alpha) + " beta=" + std::to_string(beta);
+                           " alpha=" + std::to_string(alpha) + " beta=" + std::to_string(beta) + " bias " +
+                           (bias_pick == 0 ? "none" : per_column ? "per-column" : "per-row") +
+                           " stride=" + std::to_string(bias_stride);
   SCOPED_TRACE(what);
   ASSERT_TRUE(validate(g).ok()) << validate(g).message;
 
@@ -176,6 +198,7 @@ void run_brute_force_case(std::mt19937& rng, const Combo& cb) {
         }
         float out = alpha * acc;
         if (beta != 0.0f) out += beta * cbuf[offset(g.c, l, i, j)];
+        if (g.bias) out += bias_buf[size_t(l * bias_stride + (per_column ? j : i))];
         want[offset(D.m, l, i, j)] = out;
       }
 
@@ -212,6 +235,14 @@ void run_brute_force_case(std::mt19937& rng, const Combo& cb) {
   if (beta == 0.0f) {
     EXPECT_EQ(e.c, nullptr) << "C must not be read when beta == 0";
   }
+  Buffers bs{{&bias_buf}};
+  EXPECT_EQ(e.bias, g.bias);
+  EXPECT_EQ(e.activation, int(activation));
+  if (e.bias) {
+    EXPECT_TRUE((e.bias_stride_m == 0) != (e.bias_stride_n == 0)) << "a bias is a vector along m or along n";
+    EXPECT_EQ(e.bias_vec, e.bias_stride_n == 1 && reinterpret_cast<uintptr_t>(e.bias) % 16 == 0 &&
+                              e.batch_stride_bias % 4 == 0);
+  }
   std::vector<float> got(D.buf.size(), -777.0f);
   for (int64_t l = 0; l < p.batch; ++l)
     for (int64_t mm = 0; mm < p.m; ++mm)
@@ -224,6 +255,7 @@ void run_brute_force_case(std::mt19937& rng, const Combo& cb) {
         }
         float out = e.alpha * acc;
         if (e.beta != 0.0f) out += e.beta * cs.read(e.c, l * e.batch_stride_c + mm * e.c_stride_m + nn * e.c_stride_n);
+        if (e.bias) out += bs.read(e.bias, l * e.batch_stride_bias + mm * e.bias_stride_m + nn * e.bias_stride_n);
         const int64_t idx = (static_cast<float*>(e.d) - D.buf.data()) + l * e.batch_stride_d + mm * e.ldd + nn;
         ASSERT_GE(idx, 0);
         ASSERT_LT(idx, int64_t(got.size()));
@@ -602,6 +634,99 @@ TEST(PlanAlignment, CVectorFlags) {
   g.beta = 0.0f;
   EXPECT_EQ(checked_plan(g).params.epi.c, nullptr);
   EXPECT_FALSE(checked_plan(g).params.epi.c_vec);
+}
+
+// The bias in the canonical orientation: a user per-column bias (N values, indexed by D's column)
+// runs along the canonical n for a row-major D and along the canonical m for a column-major D,
+// which the kernels compute as D^T; per-row the other way round.
+TEST_P(PlanBlas, EpilogueBiasForEitherMode) {
+  const BlasCase bc = GetParam();
+  const int64_t M = 24, N = 40, K = 16, batch = 3;
+  for (auto mode : {tessera::BiasMode::PerColumn, tessera::BiasMode::PerRow})
+    for (int64_t stride : {int64_t(0), int64_t(64)}) {
+      GemmArgs g;
+      g.op_a = bc.op_a;
+      g.op_b = bc.op_b;
+      g.a = tessera::dense(P(kA), DType::F16, bc.op_a == Op::N ? M : K, bc.op_a == Op::N ? K : M, Layout::ColMajor,
+                           batch);
+      g.b = tessera::dense(P(kB), DType::F16, bc.op_b == Op::N ? K : N, bc.op_b == Op::N ? N : K, Layout::ColMajor,
+                           batch);
+      g.d = tessera::dense(P(kD), DType::BF16, M, N, bc.d_layout, batch);
+      g.bias = P(kC);
+      g.bias_mode = mode;
+      g.bias_batch_stride = stride;
+      g.activation = tessera::Activation::Silu;
+      ASSERT_TRUE(validate(g).ok()) << validate(g).message;
+      const GemmPlan plan = make_plan(g);
+      const auto& e = plan.params.epi;
+      const bool along_n = (mode == tessera::BiasMode::PerColumn) != plan.swapped;
+      SCOPED_TRACE(std::string(mode == tessera::BiasMode::PerColumn ? "per-column" : "per-row") + " stride " +
+                   std::to_string(stride));
+      EXPECT_EQ(e.bias, P(kC));
+      EXPECT_EQ(e.bias_stride_m, along_n ? 0 : 1);
+      EXPECT_EQ(e.bias_stride_n, along_n ? 1 : 0);
+      EXPECT_EQ(e.batch_stride_bias, stride);
+      // 16-byte loads along a contiguous canonical row (base 16-byte aligned, stride a multiple of 8).
+      EXPECT_EQ(e.bias_vec, along_n);
+      EXPECT_EQ(e.activation, ti::kActSilu);
+      // The vector has the extent of the canonical mode it runs along.
+      EXPECT_EQ(along_n ? plan.params.n : plan.params.m, mode == tessera::BiasMode::PerColumn ? N : M);
+    }
+}
+
+TEST(PlanAlignment, BiasFields) {
+  // No bias: nothing set, whatever the activation.
+  GemmArgs g = rr_args(64, 48, 32, 2);
+  g.activation = tessera::Activation::Gelu;
+  EXPECT_EQ(checked_plan(g).params.epi.bias, nullptr);
+  EXPECT_FALSE(checked_plan(g).params.epi.bias_vec);
+  EXPECT_EQ(checked_plan(g).params.epi.activation, ti::kActGelu);
+  g.activation = tessera::Activation::None;
+  EXPECT_EQ(checked_plan(g).params.epi.activation, ti::kActNone);
+  // f32 per-column bias, row-major D: vector loads need base % 16 and batch stride % 4.
+  g.bias = P(kC);
+  g.bias_mode = tessera::BiasMode::PerColumn;
+  g.bias_batch_stride = 48;
+  EXPECT_TRUE(checked_plan(g).params.epi.bias_vec);
+  EXPECT_EQ(checked_plan(g).params.epi.batch_stride_bias, 48);
+  g.bias_batch_stride = 50;
+  EXPECT_FALSE(checked_plan(g).params.epi.bias_vec);
+  g.bias_batch_stride = 0;  // shared by the batches
+  EXPECT_TRUE(checked_plan(g).params.epi.bias_vec);
+  g.bias = P(kC + 4);
+  EXPECT_FALSE(checked_plan(g).params.epi.bias_vec);
+  // f16: batch strides in multiples of 8 elements.
+  g = rr_args(64, 48, 32, 2);
+  g.d.dtype = DType::F16;
+  g.bias = P(kC);
+  g.bias_mode = tessera::BiasMode::PerColumn;
+  g.bias_batch_stride = 52;
+  EXPECT_FALSE(checked_plan(g).params.epi.bias_vec);
+  g.bias_batch_stride = 56;
+  EXPECT_TRUE(checked_plan(g).params.epi.bias_vec);
+  // Per-row bias on a row-major D: one value per row, never a vector load.
+  g.bias_mode = tessera::BiasMode::PerRow;
+  EXPECT_FALSE(checked_plan(g).params.epi.bias_vec);
+  EXPECT_EQ(checked_plan(g).params.epi.bias_stride_m, 1);
+  EXPECT_EQ(checked_plan(g).params.epi.bias_stride_n, 0);
+  // A single batch: the bias batch stride is irrelevant (and dropped).
+  g = rr_args(64, 48, 32);
+  g.bias = P(kC);
+  g.bias_mode = tessera::BiasMode::PerColumn;
+  g.bias_batch_stride = 3;
+  EXPECT_EQ(checked_plan(g).params.epi.batch_stride_bias, 0);
+  EXPECT_TRUE(checked_plan(g).params.epi.bias_vec);
+  // Column-major D: the per-column bias becomes the canonical per-row one.
+  g.d.layout = Layout::ColMajor;
+  g.d.ld = 64;
+  EXPECT_TRUE(checked_plan(g).swapped);
+  EXPECT_EQ(checked_plan(g).params.epi.bias_stride_m, 1);
+  EXPECT_EQ(checked_plan(g).params.epi.bias_stride_n, 0);
+  EXPECT_FALSE(checked_plan(g).params.epi.bias_vec);
+  g.bias_mode = tessera::BiasMode::PerRow;
+  EXPECT_EQ(checked_plan(g).params.epi.bias_stride_m, 0);
+  EXPECT_EQ(checked_plan(g).params.epi.bias_stride_n, 1);
+  EXPECT_TRUE(checked_plan(g).params.epi.bias_vec);
 }
 
 TEST(PlanAlignment, WorkspaceSizeMatchesThePlan) {

@@ -539,6 +539,146 @@ TEST(Validate, SpanMustNotOverflow) {
   expect_invalid(g, "2^63");
 }
 
+// ---- bias and activation --------------------------------------------------------------------------------
+
+// valid_args() with a per-column (N = 48) or per-row (M = 64) f32 bias at kW.
+GemmArgs with_bias(tessera::BiasMode mode, uintptr_t at = kW) {
+  GemmArgs g = valid_args();
+  g.bias = P(at);
+  g.bias_mode = mode;
+  return g;
+}
+
+TEST(Validate, BiasAndActivationCodesMatchTheKernels) {
+  static_assert(TESSERA_BIAS_NONE == 0 && TESSERA_BIAS_PER_COLUMN == 1 && TESSERA_BIAS_PER_ROW == 2);
+  static_assert(int(TESSERA_ACTIVATION_NONE) == ti::kActNone && int(TESSERA_ACTIVATION_RELU) == ti::kActRelu &&
+                int(TESSERA_ACTIVATION_GELU) == ti::kActGelu &&
+                int(TESSERA_ACTIVATION_GELU_TANH) == ti::kActGeluTanh && int(TESSERA_ACTIVATION_SILU) == ti::kActSilu);
+  const GemmArgs g;  // the defaults: no bias, no activation
+  EXPECT_EQ(g.bias, nullptr);
+  EXPECT_EQ(g.bias_mode, tessera::BiasMode::None);
+  EXPECT_EQ(g.bias_batch_stride, 0);
+  EXPECT_EQ(g.activation, tessera::Activation::None);
+}
+
+TEST(Validate, EveryBiasModeAndActivationAccepted) {
+  for (auto mode : {tessera::BiasMode::None, tessera::BiasMode::PerColumn, tessera::BiasMode::PerRow})
+    for (auto act : {tessera::Activation::None, tessera::Activation::Relu, tessera::Activation::Gelu,
+                     tessera::Activation::GeluTanh, tessera::Activation::Silu}) {
+      GemmArgs g = with_bias(mode);
+      if (mode == tessera::BiasMode::None) g.bias = nullptr;
+      g.activation = act;
+      expect_valid(g);
+      g = batched_args(3);  // batched, with one bias vector per batch
+      g.bias = mode == tessera::BiasMode::None ? nullptr : P(kW);
+      g.bias_mode = mode;
+      g.bias_batch_stride = mode == tessera::BiasMode::None ? 0 : 64;
+      g.activation = act;
+      expect_valid(g);
+    }
+}
+
+TEST(Validate, BiasModeMustBeKnown) {
+  GemmArgs g = with_bias(tessera::BiasMode(3));
+  expect_invalid(g, "bias_mode");
+  g.bias_mode = tessera::BiasMode(-1);
+  expect_invalid(g, "bias_mode");
+}
+
+TEST(Validate, ActivationMustBeKnown) {
+  GemmArgs g = valid_args();
+  g.activation = tessera::Activation(5);
+  expect_invalid(g, "activation");
+  g.activation = tessera::Activation(-1);
+  expect_invalid(g, "activation");
+}
+
+TEST(Validate, BiasNullWithAMode) {
+  for (auto mode : {tessera::BiasMode::PerColumn, tessera::BiasMode::PerRow}) {
+    GemmArgs g = with_bias(mode);
+    g.bias = nullptr;
+    expect_invalid(g, "bias: null pointer");
+    expect_invalid(g, mode == tessera::BiasMode::PerColumn ? "N = 48" : "M = 64");
+  }
+  // As for the matrices, an empty vector may be null: per-row with M = 0, or no batches.
+  GemmArgs g = with_bias(tessera::BiasMode::PerRow, 0);
+  g.a.rows = g.d.rows = 0;
+  expect_valid(g);
+  g = batched_args(0);
+  g.bias_mode = tessera::BiasMode::PerColumn;
+  expect_valid(g);
+}
+
+TEST(Validate, BiasWithoutAMode) {
+  GemmArgs g = with_bias(tessera::BiasMode::None);
+  expect_invalid(g, "bias: must be null when bias_mode is none");
+}
+
+TEST(Validate, BiasMustBeElementAligned) {
+  GemmArgs g = with_bias(tessera::BiasMode::PerColumn, kW + 2);  // D (and so the bias) is f32
+  expect_invalid(g, "bias: not aligned");
+  g.bias = P(kW + 4);  // element aligned but not 16-byte aligned: valid (scalar loads)
+  expect_valid(g);
+  g.c.dtype = g.d.dtype = DType::BF16;  // 2-byte bias
+  g.bias = P(kW + 1);
+  expect_invalid(g, "bias: not aligned");
+  g.bias = P(kW + 2);
+  expect_valid(g);
+}
+
+TEST(Validate, BiasBatchStrideMustBeNonNegative) {
+  GemmArgs g = batched_args(3);
+  g.bias = P(kW);
+  g.bias_mode = tessera::BiasMode::PerRow;
+  g.bias_batch_stride = -64;
+  expect_invalid(g, "bias_batch_stride");
+  g.bias_batch_stride = 0;  // one vector for every batch
+  expect_valid(g);
+  g.bias_batch_stride = 1;  // overlapping vectors are only read: fine
+  expect_valid(g);
+}
+
+TEST(Validate, BiasSpanMustNotOverflow) {
+  GemmArgs g = batched_args(3);
+  g.bias = P(kW);
+  g.bias_mode = tessera::BiasMode::PerColumn;
+  g.bias_batch_stride = int64_t(1) << 62;  // (batch - 1) * stride overflows
+  expect_invalid(g, "bias:");
+  expect_invalid(g, "2^63");
+  g.bias_batch_stride = (int64_t(1) << 61);  // fits in elements, not in bytes (f32)
+  expect_invalid(g, "2^63");
+  g = valid_args();  // a single batch never steps: any stride is harmless
+  g.bias = P(kW);
+  g.bias_mode = tessera::BiasMode::PerColumn;
+  g.bias_batch_stride = int64_t(1) << 62;
+  expect_valid(g);
+}
+
+TEST(Validate, BiasMustNotOverlapD) {
+  const uintptr_t d_end = kD + uintptr_t(kM * kN * 4);
+  expect_invalid(with_bias(tessera::BiasMode::PerColumn, kD), "bias: overlaps d");
+  expect_invalid(with_bias(tessera::BiasMode::PerColumn, d_end - 4), "bias: overlaps d");
+  expect_valid(with_bias(tessera::BiasMode::PerColumn, d_end));
+  // Right before D: N = 48 values fit in front of it, M = 64 (per-row) do not.
+  const uintptr_t before = kD - uintptr_t(kN * 4);
+  expect_valid(with_bias(tessera::BiasMode::PerColumn, before));
+  expect_invalid(with_bias(tessera::BiasMode::PerRow, before), "bias: overlaps d");
+  // A later batch's vector landing in D counts too; a shared (stride 0) vector has only the first.
+  GemmArgs g = batched_args(3);
+  g.bias_mode = tessera::BiasMode::PerColumn;
+  g.bias = P(kD - 4000 * 4);
+  g.bias_batch_stride = 4000;  // batch 1's vector starts at D
+  expect_invalid(g, "bias: overlaps d");
+  g.bias_batch_stride = 0;
+  expect_valid(g);
+  // Reading the same memory as A, B or C is fine: none of them is written.
+  expect_valid(with_bias(tessera::BiasMode::PerRow, kA));
+  expect_valid(with_bias(tessera::BiasMode::PerRow, kB + 64));
+  g = with_bias(tessera::BiasMode::PerColumn, kC);
+  g.beta = 1.0f;
+  expect_valid(g);
+}
+
 // ---- configuration names ---------------------------------------------------------------------------------
 
 TEST(Validate, UnknownConfigName) {
@@ -731,6 +871,39 @@ TEST(CApi, InvalidEnumsThroughTheCStructs) {
   c.op_b = tessera_op_t(2);
   EXPECT_EQ(tessera_gemm(&c, nullptr, 0, nullptr), TESSERA_STATUS_INVALID_ARGUMENT);
   EXPECT_TRUE(contains(tessera_last_error(), "op_b"));
+  c = tessera::to_c(valid_args());
+  c.bias_mode = tessera_bias_mode_t(7);
+  EXPECT_EQ(tessera_gemm(&c, nullptr, 0, nullptr), TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(tessera_last_error(), "bias_mode"));
+  c = tessera::to_c(valid_args());
+  c.activation = tessera_activation_t(9);
+  EXPECT_EQ(tessera_gemm_workspace_size(&c, &bytes), TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(tessera_last_error(), "activation"));
+}
+
+TEST(CApi, ZeroInitialisedBiasFieldsMeanNone) {
+  // A caller written before the bias fields existed zero-initialises the struct and fills the rest.
+  tessera_gemm_args_t c{};
+  const tessera_gemm_args_t full = tessera::to_c(valid_args());
+  c.op_a = full.op_a;
+  c.op_b = full.op_b;
+  c.a = full.a;
+  c.b = full.b;
+  c.c = full.c;
+  c.d = full.d;
+  c.alpha = 1.0f;
+  const GemmArgs r = tessera::from_c(c);
+  EXPECT_EQ(r.bias, nullptr);
+  EXPECT_EQ(r.bias_mode, tessera::BiasMode::None);
+  EXPECT_EQ(r.activation, tessera::Activation::None);
+  size_t bytes = 0;
+  EXPECT_EQ(tessera_gemm_workspace_size(&c, &bytes), TESSERA_STATUS_SUCCESS);
+  // And the C ABI enforces the bias rules.
+  c.bias_mode = TESSERA_BIAS_PER_ROW;
+  EXPECT_EQ(tessera_gemm_workspace_size(&c, &bytes), TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(tessera_last_error(), "bias: null pointer"));
+  c.bias = P(kW);
+  EXPECT_EQ(tessera_gemm_workspace_size(&c, &bytes), TESSERA_STATUS_SUCCESS);
 }
 
 TEST(CApi, ConfigStringNullEmptyAndUnknown) {
@@ -754,7 +927,15 @@ TEST(CApi, RoundTripThroughCStructs) {
   g.alpha = 0.25f;
   g.beta = -2.0f;
   g.config = "simt_fallback";
+  g.bias = P(kW);
+  g.bias_mode = tessera::BiasMode::PerRow;
+  g.bias_batch_stride = 72;
+  g.activation = tessera::Activation::GeluTanh;
   const tessera_gemm_args_t c = tessera::to_c(g);
+  EXPECT_EQ(c.bias, P(kW));
+  EXPECT_EQ(c.bias_mode, TESSERA_BIAS_PER_ROW);
+  EXPECT_EQ(c.bias_batch_stride, 72);
+  EXPECT_EQ(c.activation, TESSERA_ACTIVATION_GELU_TANH);
   EXPECT_EQ(c.op_a, TESSERA_OP_T);
   EXPECT_EQ(c.a.layout, TESSERA_COL_MAJOR);
   EXPECT_EQ(c.d.batch_stride, kM * kN);
@@ -771,6 +952,10 @@ TEST(CApi, RoundTripThroughCStructs) {
   EXPECT_EQ(r.alpha, g.alpha);
   EXPECT_EQ(r.beta, g.beta);
   EXPECT_EQ(r.config, g.config);
+  EXPECT_EQ(r.bias, g.bias);
+  EXPECT_EQ(r.bias_mode, g.bias_mode);
+  EXPECT_EQ(r.bias_batch_stride, g.bias_batch_stride);
+  EXPECT_EQ(r.activation, g.activation);
 }
 
 TEST(CApi, StatusStrings) {

@@ -77,14 +77,23 @@ void place(Placed& p, const MatSpec& s, DType dt, int64_t rows, int64_t cols, in
   p.back = guard;
 }
 
-void place_all(const Case& c, Placed& A, Placed& B, Placed& C, Placed& D) {
+bool has_bias(const Case& c) { return c.bias != tessera::BiasMode::None; }
+
+void place_all(const Case& c, Placed& A, Placed& B, Placed& C, Placed& D, Placed& Bias) {
   place(A, c.a, c.ab, c.op_a == Op::N ? c.m : c.k, c.op_a == Op::N ? c.k : c.m, c.batch, false, 0);
   place(B, c.b, c.ab, c.op_b == Op::N ? c.k : c.n, c.op_b == Op::N ? c.n : c.k, c.batch, false, 0);
   place(D, c.d, c.dt, c.m, c.n, c.batch, true, kGuard);
   if (c.beta != 0.0f && !c.in_place) place(C, c.c, c.dt, c.m, c.n, c.batch, false, 0);
+  if (has_bias(c)) {
+    // A 1 x length row-major "matrix": its batch stride is the bias batch stride.
+    MatSpec s = c.bias_spec;
+    s.layout = Layout::RowMajor;
+    place(Bias, s, c.dt, 1, c.bias == tessera::BiasMode::PerRow ? c.m : c.n, c.batch, false, 0);
+  }
 }
 
-tessera::GemmArgs make_args(const Case& c, const Placed& A, const Placed& B, const Placed& C, const Placed& D) {
+tessera::GemmArgs make_args(const Case& c, const Placed& A, const Placed& B, const Placed& C, const Placed& D,
+                            const Placed& Bias) {
   tessera::GemmArgs g;
   g.op_a = c.op_a;
   g.op_b = c.op_b;
@@ -96,7 +105,37 @@ tessera::GemmArgs make_args(const Case& c, const Placed& A, const Placed& B, con
   g.alpha = c.alpha;
   g.beta = c.beta;
   g.config = c.config;
+  if (has_bias(c)) {
+    g.bias = Bias.m.ptr;
+    g.bias_mode = c.bias;
+    g.bias_batch_stride = Bias.m.batch_count == 1 ? 0 : Bias.m.batch_stride;
+  }
+  g.activation = c.activation;
   return g;
+}
+
+// The activations as tessera defines them (tessera_activation_t), in fp64.
+double activate(tessera::Activation act, double x) {
+  switch (act) {
+    case tessera::Activation::Relu: return x > 0.0 ? x : 0.0;
+    case tessera::Activation::Gelu: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case tessera::Activation::GeluTanh:
+      return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));  // sqrt(2 / pi)
+    case tessera::Activation::Silu: return x / (1.0 + std::exp(-x));
+    case tessera::Activation::None: break;
+  }
+  return x;
+}
+
+const char* activation_string(tessera::Activation act) {
+  switch (act) {
+    case tessera::Activation::None: return "none";
+    case tessera::Activation::Relu: return "relu";
+    case tessera::Activation::Gelu: return "gelu";
+    case tessera::Activation::GeluTanh: return "gelu_tanh";
+    case tessera::Activation::Silu: return "silu";
+  }
+  return "?";
 }
 
 float half_to_float(uint16_t h) {
@@ -215,17 +254,22 @@ std::string describe(const Case& c) {
     << " beta=" << c.beta << (c.in_place ? " in-place" : "")
     << " workspace=" << (c.workspace == Workspace::Full ? "full" : c.workspace == Workspace::None ? "none" : "too-small")
     << (c.stream ? " stream" : "") << (c.capture_graph ? " graph" : "") << (c.use_c_abi ? " C-ABI" : "");
+  if (has_bias(c))
+    o << " bias=" << (c.bias == tessera::BiasMode::PerRow ? "per-row" : "per-column")
+      << (c.batch > 1 ? (c.bias_spec.batched && !c.bias_spec.stride_zero ? "(batched)" : "(broadcast)") : "")
+      << (c.bias_spec.elem_offset ? "+" + std::to_string(c.bias_spec.elem_offset) : std::string());
+  if (c.activation != tessera::Activation::None) o << " activation=" << activation_string(c.activation);
   return o.str();
 }
 
 size_t workspace_needed(const Case& c) {
-  Placed A, B, C, D;
-  place_all(c, A, B, C, D);
+  Placed A, B, C, D, Bias;
+  place_all(c, A, B, C, D, Bias);
   // Fake, 256-byte aligned, far apart allocations: only the alignment of the offsets matters.
   int i = 1;
-  for (Placed* p : {&A, &B, &C, &D}) p->m.ptr = reinterpret_cast<const char*>(uintptr_t(i++) << 40) + p->front;
+  for (Placed* p : {&A, &B, &C, &D, &Bias}) p->m.ptr = reinterpret_cast<const char*>(uintptr_t(i++) << 40) + p->front;
   size_t bytes = 0;
-  if (!tessera::gemm_workspace_size(make_args(c, A, B, C, D), &bytes).ok()) return 0;
+  if (!tessera::gemm_workspace_size(make_args(c, A, B, C, D, Bias), &bytes).ok()) return 0;
   return bytes;
 }
 
@@ -252,10 +296,11 @@ Outcome run_case(const Case& c) {
   const bool use_c = c.beta != 0.0f;
 
   // ---- operands -------------------------------------------------------------------------------
-  Placed A, B, C, D;
-  place_all(c, A, B, C, D);
+  Placed A, B, C, D, Bias;
+  place_all(c, A, B, C, D, Bias);
   std::vector<Placed*> used = {&A, &B, &D};
   if (use_c && !c.in_place) used.push_back(&C);
+  if (has_bias(c)) used.push_back(&Bias);
   for (Placed* p : used) {
     TT_CUDA(p->buf.alloc(p->alloc_bytes()));
     p->m.ptr = p->buf.c() + p->front;
@@ -270,15 +315,20 @@ Outcome run_case(const Case& c) {
     TT_CUDA(fill_uniform(const_cast<void*>(C.m.ptr), c.dt, C.stored, C.outer, C.inner, C.m.ld, C.batch_stride_used(), sc, s));
   if (c.in_place)
     TT_CUDA(fill_uniform(const_cast<void*>(D.m.ptr), c.dt, D.stored, D.outer, D.inner, D.m.ld, D.batch_stride_used(), sc, s));
+  if (has_bias(c))
+    TT_CUDA(fill_uniform(const_cast<void*>(Bias.m.ptr), c.dt, Bias.stored, Bias.outer, Bias.inner, Bias.m.ld,
+                         Bias.batch_stride_used(), mix_seed(out.seed ^ 0xE), s));
   TT_CUDA(fill_guard(D.buf.p, kGuard, uint32_t(out.seed), s));
   TT_CUDA(fill_guard(D.buf.c() + D.alloc_bytes() - kGuard, kGuard, uint32_t(out.seed >> 32), s));
   std::vector<uint8_t> before = to_host(D.buf, s, &problems);
   std::vector<uint8_t> c_host;
   if (use_c && !c.in_place) c_host = to_host(C.buf, s, &problems);
+  std::vector<uint8_t> bias_host;
+  if (has_bias(c)) bias_host = to_host(Bias.buf, s, &problems);
   if (!problems.empty()) return out;
 
   // ---- tessera --------------------------------------------------------------------------------
-  const tessera::GemmArgs g = make_args(c, A, B, C, D);
+  const tessera::GemmArgs g = make_args(c, A, B, C, D, Bias);
 
   size_t need = 0;
   const tessera::Status ws_status = tessera::gemm_workspace_size(g, &need);
@@ -367,6 +417,11 @@ Outcome run_case(const Case& c) {
                                        : load(&c_host[C.front + size_t(C.offset(l, i, j)) * es], c.dt);
           want += double(c.beta) * cv;
         }
+        if (has_bias(c)) {
+          const int64_t at_bias = Bias.offset(l, 0, c.bias == tessera::BiasMode::PerRow ? i : j);
+          want += load(&bias_host[Bias.front + size_t(at_bias) * es], c.dt);
+        }
+        want = activate(c.activation, want);
         if (!std::isfinite(got)) {
           if (!nonfinite++)
             first_bad = "(" + std::to_string(l) + "," + std::to_string(i) + "," + std::to_string(j) + ")";
@@ -397,7 +452,8 @@ Outcome run_case(const Case& c) {
   if (pad_hits) problems += std::to_string(pad_hits) + " bytes of D's padding (between rows/batches) overwritten; ";
   if (!problems.empty())
     problems += "[" + spec_string("A", A, c.a) + " " + spec_string("B", B, c.b) + " " +
-                (use_c && !c.in_place ? spec_string("C", C, c.c) + " " : "") + spec_string("D", D, c.d) +
+                (use_c && !c.in_place ? spec_string("C", C, c.c) + " " : "") +
+                (has_bias(c) ? spec_string("bias", Bias, c.bias_spec) + " " : "") + spec_string("D", D, c.d) +
                 " workspace " + std::to_string(ws_bytes) + " of " + std::to_string(need) + "]";
   return out;
 #undef TT_CUDA

@@ -1,7 +1,8 @@
 // The GPU test harness: one GEMM case = fresh random operands on the device, D poisoned (0xFF = NaN)
 // inside guard bands, tessera run, cuBLAS (fp32 accumulate, fp32 output) as the oracle, and a host
 // comparison in fp64:
-//   rel_err = ||D - ref||_F / max(||ref||_F, 1e-3)   with ref = alpha * op(A) op(B) + beta * C,
+//   rel_err = ||D - ref||_F / max(||ref||_F, 1e-3)   with ref = act(alpha * op(A) op(B) + beta * C + bias)
+//   (the bias and the activation applied on the host in fp64),
 // plus: no NaN/Inf in D, guard bands and D's padding (bytes between rows/batches) untouched.
 // (The 1e-3 floor only matters for 1x1-sized results whose value happens to be tiny, where an
 // f16 subnormal's absolute rounding would otherwise read as a large relative error.)
@@ -53,6 +54,13 @@ struct Case {
   int64_t m = 0, n = 0, k = 0, batch = 1;
   MatSpec a, b, c, d;  // a/b default to column-major (BLAS); set c/d layouts explicitly
   float alpha = 1.0f, beta = 0.0f;
+  // Fused epilogue: a random bias vector in D's dtype (M values per row or N per column), stored
+  // like a 1 x length matrix described by bias_spec (layout ignored; batched = one vector per batch
+  // with stride length + stride_pad, else one for every batch; elem_offset misaligns it), then
+  // the activation.
+  tessera::BiasMode bias = tessera::BiasMode::None;
+  MatSpec bias_spec;
+  tessera::Activation activation = tessera::Activation::None;
   bool in_place = false;  // C is D (beta != 0)
   Workspace workspace = Workspace::Full;
   cudaStream_t stream = nullptr;

@@ -958,4 +958,170 @@ TEST_F(GemmConfigSelection, SplitKSweep) {
   check("GemmConfigSelection", "TESSERA_GEMM_SPLITS out of range: refused", c);
 }
 
+
+// ===================================================================================================
+// 11. Fused bias + activation, D = act(alpha * op(A) op(B) + beta * C + bias): every activation x
+//     {per-row, per-column} bias on a ragged shape, batched with one bias vector per batch and with
+//     one shared, for both D layouts (a column-major D swaps the bias's canonical orientation), on
+//     forced configs of every kernel family; then forced split-K, misaligned / odd-strided bias
+//     vectors (the scalar path), K = 0 and more batches than one grid holds.
+// ===================================================================================================
+
+const tessera::Activation kActivations[] = {tessera::Activation::None, tessera::Activation::Relu,
+                                            tessera::Activation::Gelu, tessera::Activation::GeluTanh,
+                                            tessera::Activation::Silu};
+const tessera::BiasMode kBiasModes[] = {tessera::BiasMode::PerRow, tessera::BiasMode::PerColumn};
+
+std::string epilogue_group(const std::string& config, tessera::BiasMode mode) {
+  return config + (mode == tessera::BiasMode::PerRow ? " bias per row" : " bias per column");
+}
+
+class GemmEpilogue : public GpuParamTest<std::string> {
+ public:
+  static void TearDownTestSuite() { tt::print_summary("GemmEpilogue"); }
+
+ protected:
+  // 200 x 136 x 72, batch 2: ragged M tiles for every config, ragged N for the 128- and 192-wide
+  // ones, a partial k-tile. D dtypes rotate with `variant` so that each of f16, bf16 and f32 meets
+  // every activation across the bias modes.
+  Case base(tessera::BiasMode mode, tessera::Activation act, int combo, int variant) const {
+    const ti::Config* cfg = ti::find_config(GetParam());
+    EXPECT_NE(cfg, nullptr) << GetParam() << " is not a configuration (renamed? update the list)";
+    Case c;
+    c.config = GetParam();
+    const DType dts[] = {DType::F16, DType::BF16, DType::F32};
+    c.dt = dts[variant % 3];
+    c.ab = c.dt == DType::F32 ? DType::BF16 : c.dt;
+    apply_layout(c, combo);
+    c.m = 200;
+    c.n = 136;
+    c.k = 72;
+    c.batch = 2;
+    c.bias = mode;
+    c.activation = act;
+    return c;
+  }
+};
+
+TEST_P(GemmEpilogue, EveryActivationWithEitherBias) {
+  int variant = 0;
+  for (tessera::Activation act : kActivations)
+    for (tessera::BiasMode mode : kBiasModes) {
+      ++variant;
+      for (int combo : {1, 1 | 4, 2, 2 | 4})  // tn / nt, D row- and column-major
+        for (bool batched_bias : {true, false}) {
+          Case c = base(mode, act, combo, variant + combo);
+          c.bias_spec.batched = batched_bias;
+          if (batched_bias) {  // the batched-bias cases also carry C: all four epilogue terms
+            c.alpha = 0.5f;
+            c.beta = -1.25f;
+          }
+          expect_support(c);
+          check("GemmEpilogue", epilogue_group(GetParam(), mode), c);
+        }
+    }
+}
+
+TEST_P(GemmEpilogue, BiasVectorLayouts) {
+  // Element-aligned but not 16-byte aligned bias bases, and batch strides that are not a multiple
+  // of 16 bytes, take the scalar bias loads; a bias of 1 x 1 problems too.
+  for (tessera::BiasMode mode : kBiasModes)
+    for (int combo : {1, 1 | 4})
+      for (int64_t offset : {0, 1, 3})
+        for (int64_t stride_pad : {0, 3}) {
+          Case c = base(mode, tessera::Activation::Silu, combo, int(offset + stride_pad));
+          c.bias_spec.elem_offset = offset;
+          c.bias_spec.stride_pad = stride_pad;
+          c.beta = 0.75f;
+          expect_support(c);
+          check("GemmEpilogue", epilogue_group(GetParam(), mode) + " misaligned / odd stride", c);
+        }
+  for (tessera::BiasMode mode : kBiasModes) {
+    Case c = base(mode, tessera::Activation::Relu, 1, 0);
+    c.m = c.n = c.k = 1;
+    c.batch = 3;
+    expect_support(c);
+    check("GemmEpilogue", epilogue_group(GetParam(), mode) + " 1x1x1", c);
+  }
+}
+
+TEST_P(GemmEpilogue, InPlaceAndKZero) {
+  for (tessera::BiasMode mode : kBiasModes)
+    for (int combo : {1, 2 | 4}) {
+      Case c = base(mode, tessera::Activation::Gelu, combo, combo);
+      c.in_place = true;  // C == D, read before the bias is added and the result written
+      c.beta = -1.25f;
+      expect_support(c);
+      check("GemmEpilogue", epilogue_group(GetParam(), mode) + " in place", c);
+      // K = 0: D = act(beta * C + bias), no product at all.
+      Case z = base(mode, tessera::Activation::GeluTanh, combo, combo + 1);
+      z.k = 0;
+      z.beta = 0.5f;
+      expect_support(z);
+      check("GemmEpilogue", epilogue_group(GetParam(), mode) + " K = 0", z);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, GemmEpilogue,
+                         ::testing::Values("sm90_128x128x64_s6_coop", "sm90_128x192x64_s5_c2_coop",
+                                           "sm80_64x64x32_s3_w4", "simt_fallback"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return sanitize(i.param); });
+
+class GemmEpilogueSplitK : public GpuTest {
+ public:
+  static void TearDownTestSuite() { tt::print_summary("GemmEpilogueSplitK"); }
+};
+
+// Split-K applies the epilogue once, in the unit that finishes a tile, to the reduced sum: a bias
+// or activation applied per K range would show as a wrong result. Forced ranges on the sm90 path.
+TEST_F(GemmEpilogueSplitK, ForcedSplits) {
+  const DeviceFacts f = device_facts();
+  if (f.cc != 90) GTEST_SKIP() << "split-K runs on the sm90 path only (this device is sm_" << f.cc << ")";
+  for (const char* cfg : {"sm90_128x128x64_s6_coop", "sm90_128x192x64_s5_c2_coop"})
+    for (int splits : {2, 3}) {
+      EnvGuard env("TESSERA_GEMM_SPLITS", std::to_string(splits));
+      for (tessera::BiasMode mode : kBiasModes)
+        for (tessera::Activation act : {tessera::Activation::Relu, tessera::Activation::Silu})
+          for (int combo : {1, 2 | 4}) {
+            Case c;
+            c.config = cfg;
+            c.ab = DType::BF16;
+            c.dt = combo & 4 ? DType::F32 : DType::BF16;
+            apply_layout(c, combo);
+            c.m = 200;
+            c.n = 136;
+            c.k = 1000;  // 16 k-tiles over 2 or 3 ranges
+            c.batch = 2;
+            c.alpha = 0.5f;
+            c.beta = -1.25f;
+            c.bias = mode;
+            c.activation = act;
+            ASSERT_GE(tt::workspace_needed(c), size_t(1)) << "no split-K workspace asked for";
+            check("GemmEpilogueSplitK", epilogue_group(cfg, mode) + " TESSERA_GEMM_SPLITS", c);
+          }
+    }
+}
+
+class GemmEpilogueBigBatch : public GpuTest {
+ public:
+  static void TearDownTestSuite() { tt::print_summary("GemmEpilogueBigBatch"); }
+};
+
+// More batches than one grid holds: the launcher advances the bias with the other pointers.
+TEST_F(GemmEpilogueBigBatch, MoreBatchesThanOneGridHolds) {
+  for (const std::string& cfg : {std::string(), std::string("simt_fallback")})
+    for (tessera::BiasMode mode : kBiasModes) {
+      Case c;
+      c.config = cfg;
+      apply_layout(c, 1);
+      c.m = 8;
+      c.n = 16;
+      c.k = 8;
+      c.batch = 65537;
+      c.bias = mode;
+      c.activation = tessera::Activation::Relu;
+      check("GemmEpilogueBigBatch", (cfg.empty() ? std::string("heuristic") : cfg) + " batch 65537 with a bias", c);
+    }
+}
+
 }  // namespace

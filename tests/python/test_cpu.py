@@ -171,6 +171,46 @@ def test_gemm_workspace_must_be_aligned_and_present():
         _C.gemm(a, b, d, workspace=FAKE + 16, workspace_bytes=1024)
 
 
+def test_bias_and_activation_codes_are_the_c_abis():
+    assert (_C.BIAS_NONE, _C.BIAS_PER_COLUMN, _C.BIAS_PER_ROW) == (0, 1, 2)
+    assert (_C.ACTIVATION_NONE, _C.ACTIVATION_RELU, _C.ACTIVATION_GELU, _C.ACTIVATION_GELU_TANH,
+            _C.ACTIVATION_SILU) == (0, 1, 2, 3, 4)
+
+
+BIAS = FAKE + (3 << 30)  # a made-up bias vector clear of A, B and D
+
+
+@pytest.mark.parametrize("mode", [_C.BIAS_PER_COLUMN, _C.BIAS_PER_ROW])
+@pytest.mark.parametrize("act", [_C.ACTIVATION_NONE, _C.ACTIVATION_RELU, _C.ACTIVATION_GELU, _C.ACTIVATION_GELU_TANH,
+                                 _C.ACTIVATION_SILU])
+def test_gemm_bias_and_activation_are_accepted(mode, act):
+    a, b, d = gemm_args(m=64, n=48)
+    assert _C.gemm_workspace_size(a, b, d, bias=BIAS, bias_mode=mode, activation=act) == 0
+    d.batch_count, d.batch_stride = 3, 64 * 48
+    assert _C.gemm_workspace_size(a, b, d, bias=BIAS, bias_mode=mode, bias_batch_stride=64, activation=act) == 0
+
+
+@pytest.mark.parametrize(
+    "kwargs, pattern",
+    [
+        (dict(bias=BIAS, bias_mode=5), r"bias_mode: must be none \(0\), per-column \(1\) or per-row \(2\)"),
+        (dict(activation=9), r"activation: must be none \(0\), relu \(1\)"),
+        (dict(bias=0, bias_mode=_C.BIAS_PER_COLUMN), r"bias: null pointer with bias_mode per-column \(N = 48"),
+        (dict(bias=0, bias_mode=_C.BIAS_PER_ROW), r"bias: null pointer with bias_mode per-row \(M = 64"),
+        (dict(bias=BIAS), r"bias: must be null when bias_mode is none"),
+        (dict(bias=BIAS + 1, bias_mode=_C.BIAS_PER_ROW), r"bias: not aligned to its element size \(2 bytes"),
+        (dict(bias=BIAS, bias_mode=_C.BIAS_PER_ROW, bias_batch_stride=-1), r"bias_batch_stride: must be >= 0"),
+        (dict(bias=FAKE + (2 << 30) + 64, bias_mode=_C.BIAS_PER_COLUMN), r"bias: overlaps d in memory"),
+    ],
+)
+def test_gemm_bias_errors_raise_value_error_naming_the_argument(kwargs, pattern):
+    a, b, d = gemm_args(m=64, n=48)
+    for call in (lambda: _C.gemm(a, b, d, **kwargs), lambda: _C.gemm_workspace_size(a, b, d, **kwargs)):
+        with pytest.raises(ValueError, match=pattern) as info:
+            call()
+        assert str(info.value) == _C.last_error()
+
+
 def test_gemm_select_config_names_a_config_or_reports_no_device():
     try:
         name = _C.gemm_select_config(*gemm_args())

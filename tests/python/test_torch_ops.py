@@ -50,6 +50,17 @@ def test_matmul_fake_shapes_on_meta_tensors():
         torch.ops.tessera.matmul(a, torch.empty(2, 32, 48, device="meta", dtype=torch.bfloat16), None, 1.0, 0.0, None)
 
 
+def test_matmul_fake_with_bias_and_activation():
+    a = torch.empty(3, 64, 32, device="meta", dtype=torch.bfloat16)
+    b = torch.empty(32, 48, device="meta", dtype=torch.bfloat16)
+    bias = torch.empty(48, device="meta", dtype=torch.float32)  # converted to the output dtype
+    d = tessera.matmul(a, b, bias=bias, activation="gelu_tanh")
+    assert d.shape == (3, 64, 48) and d.dtype == torch.bfloat16 and d.device.type == "meta"
+    # The op's trailing (bias, activation) arguments default to none: older 6-argument calls still work.
+    d = torch.ops.tessera.matmul(a, b, None, 1.0, 0.0, None, bias, 4)
+    assert d.shape == (3, 64, 48)
+
+
 def test_attention_fake_shapes_on_meta_tensors():
     q = torch.empty(2, 100, 8, 64, device="meta", dtype=torch.float16)
     k = torch.empty(2, 50, 2, 64, device="meta", dtype=torch.float16)
@@ -382,6 +393,9 @@ def test_opcheck():
     torch.library.opcheck(torch.ops.tessera.matmul.default, (a, b, c, 1.0, 1.0, None))
     torch.library.opcheck(torch.ops.tessera.matmul.default, (a, b, None, 1.0, 0.0, torch.float32))
     torch.library.opcheck(torch.ops.tessera.matmul_out.default, (a, b, None, 1.0, 0.0, torch.empty_like(c)))
+    bias = rand(48)
+    torch.library.opcheck(torch.ops.tessera.matmul.default, (a, b, c, 1.0, 1.0, None, bias, 1))
+    torch.library.opcheck(torch.ops.tessera.matmul_out.default, (a, b, None, 1.0, 0.0, torch.empty_like(c), bias, 4))
     q, k, v = attn_inputs(1, 64, 64, 4, 2, 64, torch.bfloat16, "bshd")
     torch.library.opcheck(torch.ops.tessera.attention.default, (q, k, v, True, 0.0, True, "bshd"))
     torch.library.opcheck(torch.ops.tessera.attention.default, (q, k, v, False, 0.0, False, "bshd"))
@@ -448,18 +462,31 @@ def test_cuda_graph_capture_and_replay():
         assert rel_err(o, ref_attention(q, k, v, True, None, "bshd")[0]) < 2 * TOL[torch.bfloat16]
 
 
+_TORCH_ACTIVATIONS = {None: lambda x: x, "relu": torch.relu, "gelu": F.gelu,
+                      "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu}
+
+
 @gpu
-@pytest.mark.parametrize("activation", [None, "relu", "gelu", "silu"])
+@pytest.mark.parametrize("activation", [None, "relu", "gelu", "gelu_tanh", "silu"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_matmul_bias_and_activation(activation, dtype):
+    act = _TORCH_ACTIVATIONS[activation]
     a, b = rand(300, 200, dtype=dtype), rand(200, 136, dtype=dtype)
     bias = rand(136, dtype=dtype)
-    ref = a.float() @ b.float() + bias.float()
-    if activation:
-        ref = {"relu": torch.relu, "gelu": F.gelu, "silu": F.silu}[activation](ref)
+    ref = act(a.float() @ b.float() + bias.float())
     out = tessera.matmul(a, b, bias=bias, activation=activation)
-    assert rel_err(out, ref) < (1e-2 if dtype == torch.bfloat16 else 2e-3)
+    assert rel_err(out, ref) < TOL[dtype]
     # The same through out= (in place), and with a transposed view of a.
     dst = torch.full((300, 136), float("nan"), device="cuda", dtype=dtype)
     res = tessera.matmul(a.t().contiguous().t(), b, bias=bias, activation=activation, out=dst)
-    assert res is dst and rel_err(dst, ref) < (1e-2 if dtype == torch.bfloat16 else 2e-3)
+    assert res is dst and rel_err(dst, ref) < TOL[dtype]
+    # A column-major out (the kernels then compute D^T: the bias runs along their rows).
+    dst_t = torch.full((136, 300), float("nan"), device="cuda", dtype=dtype).t()
+    tessera.matmul(a, b, bias=bias, activation=activation, out=dst_t)
+    assert rel_err(dst_t, ref) < TOL[dtype]
+    # Batched, one bias for every batch, with C; an fp32 output reads the bias converted to fp32.
+    a3, c = rand(3, 300, 200, dtype=dtype), rand(3, 300, 136, dtype=torch.float32)
+    ref3 = act(0.5 * (a3.float() @ b.float()) - 1.25 * c + bias.float())
+    out3 = tessera.matmul(a3, b, c=c, alpha=0.5, beta=-1.25, bias=bias, activation=activation,
+                          out_dtype=torch.float32)
+    assert out3.dtype == torch.float32 and rel_err(out3, ref3) < (1e-3 if dtype == torch.bfloat16 else 5e-4)
