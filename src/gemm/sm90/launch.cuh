@@ -3,6 +3,8 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 #include "gemm/launch_batched.hpp"
 #include "gemm/sm90/config_shape.hpp"
@@ -14,6 +16,20 @@ namespace tessera::gemm_impl::sm90 {
 template <int Cfg, int DT, bool AKMajor, bool BKMajor>
 using TraitsOf = Traits<ConfigShape<Cfg>::BM, ConfigShape<Cfg>::BN, ConfigShape<Cfg>::BK, ConfigShape<Cfg>::Stages,
                         ConfigShape<Cfg>::ClusterM, DT, AKMajor, BKMajor>;
+
+// TESSERA_SM90_EPILOGUE = tma | smem16 | staged forces how D is stored where that can run (for
+// measurements); unset = the kernel's choice.
+inline int forced_epilogue() {
+  static const int mode = [] {
+    const char* e = std::getenv("TESSERA_SM90_EPILOGUE");
+    if (!e || !*e) return int(kEpiAuto);
+    if (!std::strcmp(e, "tma")) return int(kEpiTma);
+    if (!std::strcmp(e, "smem16")) return int(kEpiSmem16);
+    if (!std::strcmp(e, "staged")) return int(kEpiStaged);
+    return int(kEpiAuto);
+  }();
+  return mode;
+}
 
 template <int Cfg, int DT, bool AKMajor, bool BKMajor>
 cudaError_t launch(const GemmParams& p, int sm_count, const SplitK& split, cudaStream_t stream) {
@@ -57,9 +73,9 @@ cudaError_t launch(const GemmParams& p, int sm_count, const SplitK& split, cudaS
 
   return launch_batched(p, [&](const GemmParams& q) {
     const long long tiles = (long long)((q.m + T::BM - 1) / T::BM) * ((q.n + T::BN - 1) / T::BN) * q.batch;
-    KernelParams<T> kp{q, T::make_tma_a(q), T::make_tma_b(q), {}, T::tma_store_ok(q, split.splits), split.splits,
-                       nullptr, nullptr};
-    if (kp.tma_store) kp.tma_d = T::make_tma_d(q);
+    KernelParams<T> kp{q, T::make_tma_a(q), T::make_tma_b(q), {}, kEpiStaged, split.splits, nullptr, nullptr};
+    kp.epi_mode = T::epilogue_mode(q, split.splits, forced_epilogue());
+    if (kp.epi_mode == kEpiTma) kp.tma_d = T::make_tma_d(q);
     if (split.splits > 1) {
       // Layout of gemm_impl::splitk_bytes: partial tiles, then one counter per tile (zeroed here;
       // the kernel leaves them zero again).
