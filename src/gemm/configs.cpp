@@ -88,10 +88,12 @@ const Config* select_in(Kernel family, const HeuristicInput& in) {
 constexpr double kSmFlopsPerUs = 6.0e6;   // per SM at throughput 100: ~790 TFLOP/s on 132 SMs
 constexpr double kL2BytesPerUs = 6.5e6;   // L2 -> SM, whole GPU (H100: ~90% of the ~7 TB/s ncu peak)
 constexpr double kDramBytesPerUs = 3.0e6; // HBM3, ~90% of 3.35 TB/s
-// Measured, not derived: where DRAM sets the pace (M = 128), 256-wide tiles streamed B at ~70% of
-// the rate of 128-wide ones (H100, tune, bf16: 128x28672x4096 138 vs 93 us; 128x57344x8192 500 vs
-// 349 us), so the dram term charges them accordingly.
-constexpr double kWideTileDramShare = 0.7;
+// Where DRAM sets the pace (a side of 128: LLM decode shapes), a tile wider than the problem
+// streams its operand slower: 256-wide tiles over N = 128 ran at ~70% of the rate of 128-wide ones
+// (H100, bf16: 128x28672x4096 138 vs 93 us; 128x57344x8192 500 vs 349 us) and 192-wide ones at
+// ~94% (128x28672x4096 98 vs 92 us, 128x57344x8192 366 vs 349 us). The dram term is divided by
+// 0.4 + 0.6 x the useful fraction of the tile grid (N = 128: 0.7 for 256 wide, 0.8 for 192).
+constexpr double kDramPaddedBase = 0.4;
 constexpr double kSplitKFixedUs = 10.0;
 constexpr double kSplitKPerRangeUs = 5.0;
 
@@ -103,7 +105,8 @@ double sm90_cost(const Config& c, long long m, long long n, long long k, long lo
   const long long k_tiles = ((k + c.bk - 1) / c.bk + splits - 1) / splits;
   const double mma = double(waves) * k_tiles * 2.0 * c.bm * c.bn * c.bk / (kSmFlopsPerUs * c.throughput / 100.0);
   const double l2 = double(units) * k_tiles * (c.bm + double(c.bn) / c.cluster_m) * c.bk * 2.0 / kL2BytesPerUs;
-  const double dram = double(m + n) * k * 2.0 * batch / (kDramBytesPerUs * (c.bn >= 256 ? kWideTileDramShare : 1.0));
+  const double useful = double(m) * n / (double(tiles_m * c.bm) * double((n + c.bn - 1) / c.bn * c.bn));
+  const double dram = double(m + n) * k * 2.0 * batch / (kDramBytesPerUs * (kDramPaddedBase + (1 - kDramPaddedBase) * useful));
   const double fixup = splits > 1 ? kSplitKFixedUs + kSplitKPerRangeUs * splits : 0.0;
   return std::max(mma, std::max(l2, dram)) + fixup;
 }
