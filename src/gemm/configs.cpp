@@ -20,9 +20,9 @@ std::vector<Config> build() {
   Config{id, Kernel::Sm80, name, bm, bn, bk, stages, (wm) * (wn), smem_of(bm, bn, bk, stages), 80, 999, reason},
 #include "gemm/sm80/configs.def"
 #undef TESSERA_SM80_CONFIG
-#define TESSERA_SM90_CONFIG(id, name, bm, bn, bk, stages, cluster_m, throughput, reason)                   \
+#define TESSERA_SM90_CONFIG(id, name, bm, bn, bk, stages, cluster_m, cluster_n, throughput, reason)        \
   Config{id, Kernel::Sm90, name, bm, bn, bk, stages, 4 * (1 + (bm) / 64), sm90::smem_bytes_for(bm, bn, bk, stages), \
-         90, 90, reason, throughput, cluster_m},
+         90, 90, reason, throughput, cluster_m, cluster_n},
 #include "gemm/sm90/configs.def"
 #undef TESSERA_SM90_CONFIG
   };
@@ -74,8 +74,8 @@ const Config* select_in(Kernel family, const HeuristicInput& in) {
 // stream their k-tiles through the tensor cores while pulling their A and B tiles out of L2, and
 // the whole problem's A and B come from DRAM once; the slowest of the three sets the pace:
 //   mma  = waves x k-tiles per unit x 2 BM BN BK / (kSmFlopsPerUs x throughput / 100)
-//   l2   = units x k-tiles per unit x (BM + BN / cluster_m) x BK x 2 bytes / kL2BytesPerUs
-//          (a 2x1 cluster multicasts B, so each CTA pulls half of its B tile)
+//   l2   = units x k-tiles per unit x (BM / cluster_n + BN / cluster_m) x BK x 2 bytes / kL2BytesPerUs
+//          (a cluster multicasts the shared tile, so each CTA pulls half of it)
 //   dram = (M K + N K) x 2 bytes x batch / kDramBytesPerUs
 // Measured on an H100 with ncu (3000^3 bf16): 128x128 tiles ran L2-bound (81% of L2 throughput,
 // 327 TFLOP/s), 128x256 tiles in 2x1 clusters used 45% of it and ran at 473 TFLOP/s, which the
@@ -98,14 +98,16 @@ constexpr double kSplitKFixedUs = 10.0;
 constexpr double kSplitKPerRangeUs = 5.0;
 
 double sm90_cost(const Config& c, long long m, long long n, long long k, long long batch, int sm_count, int splits) {
-  // Clusters walk cluster_m tiles along M together (a rank past the last tile idles).
+  // Clusters walk cluster_m x cluster_n tiles together (a rank past the last tile idles).
   const long long tiles_m = ((m + c.bm - 1) / c.bm + c.cluster_m - 1) / c.cluster_m * c.cluster_m;
-  const long long units = tiles_m * ((n + c.bn - 1) / c.bn) * batch * splits;
+  const long long tiles_n = ((n + c.bn - 1) / c.bn + c.cluster_n - 1) / c.cluster_n * c.cluster_n;
+  const long long units = tiles_m * tiles_n * batch * splits;
   const long long waves = (units + sm_count - 1) / sm_count;
   const long long k_tiles = ((k + c.bk - 1) / c.bk + splits - 1) / splits;
   const double mma = double(waves) * k_tiles * 2.0 * c.bm * c.bn * c.bk / (kSmFlopsPerUs * c.throughput / 100.0);
-  const double l2 = double(units) * k_tiles * (c.bm + double(c.bn) / c.cluster_m) * c.bk * 2.0 / kL2BytesPerUs;
-  const double useful = double(m) * n / (double(tiles_m * c.bm) * double((n + c.bn - 1) / c.bn * c.bn));
+  const double l2 =
+      double(units) * k_tiles * (double(c.bm) / c.cluster_n + double(c.bn) / c.cluster_m) * c.bk * 2.0 / kL2BytesPerUs;
+  const double useful = double(m) * n / (double(tiles_m * c.bm) * double(tiles_n * c.bn));
   const double dram = double(m + n) * k * 2.0 * batch / (kDramBytesPerUs * (kDramPaddedBase + (1 - kDramPaddedBase) * useful));
   const double fixup = splits > 1 ? kSplitKFixedUs + kSplitKPerRangeUs * splits : 0.0;
   return std::max(mma, std::max(l2, dram)) + fixup;

@@ -19,6 +19,7 @@ struct Config {
   const char* reason;
   int throughput = 100;  // sm90: % of the best config's FLOP rate on large problems (the cost model's weight)
   int cluster_m = 1;     // sm90: CTAs per cluster along M (sharing B by TMA multicast)
+  int cluster_n = 1;     // sm90: CTAs per cluster along N (sharing A by TMA multicast)
 };
 
 const std::vector<Config>& configs();

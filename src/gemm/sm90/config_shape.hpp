@@ -6,11 +6,11 @@ namespace tessera::gemm_impl::sm90 {
 template <int Id>
 struct ConfigShape;
 
-#define TESSERA_SM90_CONFIG(id, name, bm, bn, bk, stages, cluster_m, throughput, reason) \
+#define TESSERA_SM90_CONFIG(id, name, bm, bn, bk, stages, cluster_m, cluster_n, throughput, reason) \
   template <>                                                                            \
   struct ConfigShape<id> {                                                               \
     static constexpr int BM = bm, BN = bn, BK = bk, Stages = stages;                     \
-    static constexpr int ClusterM = cluster_m;                                           \
+    static constexpr int ClusterM = cluster_m, ClusterN = cluster_n;                     \
   };
 #include "gemm/sm90/configs.def"
 #undef TESSERA_SM90_CONFIG

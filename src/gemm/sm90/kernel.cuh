@@ -1,14 +1,15 @@
 // The Hopper GEMM (seeds 002/003): TMA loads into a ring of 128-byte-swizzled shared-memory stages,
 // full/empty mbarriers, WGMMA with fp32 accumulators, warp specialisation and a persistent tile loop.
 //
-//   warpgroup 0 (producer, 40 registers): one elected thread walks the CTA's tiles and k-tiles and
+//   warpgroup 0 (producer, 56 registers): one elected thread walks the CTA's tiles and k-tiles and
 //     issues the TMA loads of A and B into the next free stage (waits on its `empty` barrier, arms
 //     its `full` barrier with the transaction byte count).
-//   warpgroups 1..BM/64 (consumers, 232 registers): cooperative on one BM x BN tile, each owns 64
+//   warpgroups 1..BM/64 (consumers, 224 registers): cooperative on one BM x BN tile, each owns 64
 //     rows. Per k-tile: wait `full`, issue BK/16 WGMMAs 64xBNx16 reading A and B straight from
 //     smem, keep one batch in flight, and release the previous stage once its WGMMAs retired.
-//     Epilogue: accumulators -> fp32 smem sub-tile -> 8 outputs per thread (alpha, beta*C, cast),
-//     while the producer already fills the ring for the next tile.
+//     Epilogue (EpiMode): a 16-bit D leaves as swizzled 64x64 sub-tiles stored by TMA, whose last
+//     store drains under the next tile's mainloop; fp32 D, beta*C and split-K go through fp32
+//     sub-tiles. The producer already fills the ring for the next tile meanwhile.
 //
 // Canonical problem (gemm/plan.hpp): D (M x N, row-major) = A (M x K) * B^T with B stored N x K; A
 // and B K-major or MN-major, 16-byte aligned with 16-byte leading dimensions (TMA's rules; the
@@ -46,10 +47,13 @@ CUTE_HOST_DEVICE auto operand_stride(int64_t ld, int64_t batch_stride) {
 // out by the threads (D not TMA-aligned). H100, 4096^3 bf16: 778 / 766 / 592 TFLOP/s.
 enum EpiMode : int { kEpiStaged = 0, kEpiTma = 1, kEpiSmem16 = 2, kEpiAuto = 3 };
 
-template <int BM_, int BN_, int BK_, int Stages_, int ClusterM_, int DT, bool AKMajor_, bool BKMajor_>
+template <int BM_, int BN_, int BK_, int Stages_, int ClusterM_, int ClusterN_, int DT, bool AKMajor_, bool BKMajor_>
 struct Traits {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, Stages = Stages_;
-  static constexpr int ClusterM = ClusterM_;  // CTAs per cluster along M, sharing B by multicast
+  // Thread-block clusters of ClusterM x ClusterN CTAs (one of them 1): CTAs side by side along M
+  // share the B tile, along N the A tile; each loads 1/ClusterM (1/ClusterN) of the shared box and
+  // multicasts it into every CTA of the cluster.
+  static constexpr int ClusterM = ClusterM_, ClusterN = ClusterN_, kCluster = ClusterM_ * ClusterN_;
   static constexpr bool AKMajor = AKMajor_, BKMajor = BKMajor_;
   static constexpr int kConsumers = BM / 64;  // consumer warpgroups, 64 rows each
   static constexpr int kThreads = 128 * (1 + kConsumers);
@@ -77,7 +81,7 @@ struct Traits {
       Layout<Shape<Int<kConsumers>, _1, _1>>{}));
 
   // Host: TMA descriptors for (rows, K, batches). Broadcast operands (batch stride 0) get one batch.
-  // B is multicast across the cluster: each CTA loads 1/ClusterM of the box into every CTA.
+  // The shared operand is multicast across the cluster: each CTA loads its part of the box.
   template <bool KMajor, class SmemLayout, int Rows, int Multicast>
   static auto make_tma(const void* ptr, int rows, int k, int batches, int64_t ld, int64_t batch_stride) {
     const int64_t outer = KMajor ? rows : k;
@@ -88,7 +92,7 @@ struct Traits {
     return make_tma_copy(Op{}, g, SmemLayout{}(_, _, 0), Shape<Int<Rows>, Int<BK>>{}, Int<Multicast>{});
   }
   static auto make_tma_a(const GemmParams& p) {
-    return make_tma<AKMajor, SmemLayoutA, BM, 1>(p.a, p.m, p.k, p.batch, p.lda, p.batch_stride_a);
+    return make_tma<AKMajor, SmemLayoutA, BM, ClusterN>(p.a, p.m, p.k, p.batch, p.lda, p.batch_stride_a);
   }
   static auto make_tma_b(const GemmParams& p) {
     return make_tma<BKMajor, SmemLayoutB, BN, ClusterM>(p.b, p.n, p.k, p.batch, p.ldb, p.batch_stride_b);
@@ -136,7 +140,7 @@ struct Traits {
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
 
   static_assert(BM % 64 == 0 && kConsumers >= 1 && kConsumers <= 2, "64 rows per consumer warpgroup");
-  static_assert(ClusterM == 1 || ClusterM == 2, "clusters of 1 or 2 CTAs along M");
+  static_assert(kCluster <= 2 && ClusterM >= 1 && ClusterN >= 1, "clusters of 1 or 2 CTAs, along M or N");
   static_assert(BN % kEpiN == 0 && BK % 64 == 0, "tile vs swizzle atom / epilogue sub-tile");
   static_assert(BN % kStoreN == 0 && cosize_v<SmemLayoutD> * sizeof(Element) <= 64 * kEpiLd * sizeof(float),
                 "the TMA-store sub-tile reuses a warpgroup's staging buffer");
@@ -175,10 +179,13 @@ __device__ __forceinline__ TileCoord tile_at(int tile, int tiles_m, int tiles_n)
   grouped_raster(tile - c.l * per_batch, tiles_m, tiles_n, c.m, c.n);
   return c;
 }
-// The tile of cluster rank `rank` in cluster tile `ctile` (clusters are ClusterM tiles tall).
-__device__ __forceinline__ TileCoord cta_tile(int ctile, int tiles_mc, int tiles_n, int rank, int cluster_m) {
-  TileCoord c = tile_at(ctile, tiles_mc, tiles_n);
-  c.m = c.m * cluster_m + rank;
+// The tile of cluster rank `rank` in cluster tile `ctile` (clusters are cluster_m tiles tall or
+// cluster_n tiles wide; one of the two is 1).
+__device__ __forceinline__ TileCoord cta_tile(int ctile, int tiles_mc, int tiles_nc, int rank, int cluster_m,
+                                              int cluster_n) {
+  TileCoord c = tile_at(ctile, tiles_mc, tiles_nc);
+  c.m = c.m * cluster_m + (cluster_m > 1 ? rank : 0);
+  c.n = c.n * cluster_n + (cluster_n > 1 ? rank : 0);
   return c;
 }
 
@@ -192,11 +199,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& smem = *reinterpret_cast<typename T::SharedStorage*>(smem_raw);
-  constexpr int ClusterM = T::ClusterM;
+  constexpr int ClusterM = T::ClusterM, ClusterN = T::ClusterN, kCluster = T::kCluster;
   const int warp_group = threadIdx.x / 128;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  const int cta_rank = ClusterM > 1 ? int(block_rank_in_cluster()) : 0;  // position along M in the cluster
+  const int cta_rank = kCluster > 1 ? int(block_rank_in_cluster()) : 0;  // position in the cluster
 
   if (warp == 0 && elect_one_sync()) {
     prefetch_tma_descriptor(p.tma_a.get_tma_descriptor());
@@ -206,20 +213,20 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       FullBarrier::init(&smem.full[s], 1);                     // the producer's arrive + TMA bytes
       // One arrive per consumer warp of every CTA in the cluster: a stage is refilled (by this CTA's
       // TMA and, through multicast, by its peers') only once all of them have read it.
-      EmptyBarrier::init(&smem.empty[s], 4 * T::kConsumers * ClusterM);
+      EmptyBarrier::init(&smem.empty[s], 4 * T::kConsumers * kCluster);
     }
     cutlass::arch::fence_barrier_init();
   }
-  if constexpr (ClusterM > 1) cluster_sync();  // peers' barriers are initialised before any multicast
+  if constexpr (kCluster > 1) cluster_sync();  // peers' barriers are initialised before any multicast
   else __syncthreads();
 
   const GemmParams& g = p.g;
-  // Units of the persistent walk: (cluster tile, K range); a cluster tile is ClusterM tiles along M
+  // Units of the persistent walk: (cluster tile, K range); a cluster tile is ClusterM x ClusterN tiles
   // (a rank past the last M tile loads zeros by TMA and writes nothing).
   const int tiles_m = (g.m + BM - 1) / BM, tiles_n = (g.n + BN - 1) / BN;
-  const int tiles_mc = (tiles_m + ClusterM - 1) / ClusterM;
-  const int units = tiles_mc * tiles_n * g.batch * p.splits;  // < 2^31: checked by the launcher
-  const int first_unit = int(blockIdx.x) / ClusterM, unit_step = int(gridDim.x) / ClusterM;
+  const int tiles_mc = (tiles_m + ClusterM - 1) / ClusterM, tiles_nc = (tiles_n + ClusterN - 1) / ClusterN;
+  const int units = tiles_mc * tiles_nc * g.batch * p.splits;  // < 2^31: checked by the launcher
+  const int first_unit = int(blockIdx.x) / kCluster, unit_step = int(gridDim.x) / kCluster;
   const int k_tiles = (g.k + BK - 1) / BK;
 
   Tensor sA = make_tensor(make_smem_ptr(smem.a), typename T::SmemLayoutA{});  // (BM,BK,PIPE)
@@ -234,8 +241,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       Tensor mB = p.tma_b.get_tma_tensor(make_shape(g.n, g.k, lb_n));                   // (N,K,L) coords
       Tensor gA = local_tile(mA, Shape<Int<BM>, Int<BK>>{}, make_coord(_, _, _));        // (BM,BK,m,k,l)
       Tensor gB = local_tile(mB, Shape<Int<BN>, Int<BK>>{}, make_coord(_, _, _));        // (BN,BK,n,k,l)
-      auto tma_a = p.tma_a.get_slice(0);
-      auto tma_b = p.tma_b.get_slice(cta_rank);  // this CTA's 1/ClusterM of the B box
+      auto tma_a = p.tma_a.get_slice(ClusterN > 1 ? cta_rank : 0);  // this CTA's part of a shared A box
+      auto tma_b = p.tma_b.get_slice(ClusterM > 1 ? cta_rank : 0);  // this CTA's part of a shared B box
       Tensor tAgA = tma_a.partition_S(gA);  // (TMA,TMA_M,TMA_K,m,k,l)
       Tensor tAsA = tma_a.partition_D(sA);  // (TMA,TMA_M,TMA_K,PIPE)
       Tensor tBgB = tma_b.partition_S(gB);  // (TMA,TMA_N,TMA_K,n,k,l)
@@ -243,17 +250,20 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       int stage = 0;
       uint32_t phase = 0;
       for (int unit = first_unit; unit < units; unit += unit_step) {
-        const TileCoord c = cta_tile(unit / p.splits, tiles_mc, tiles_n, cta_rank, ClusterM);
+        const TileCoord c = cta_tile(unit / p.splits, tiles_mc, tiles_nc, cta_rank, ClusterM, ClusterN);
         const int la = g.batch_stride_a ? c.l : 0, lb = g.batch_stride_b ? c.l : 0;
         int kt_begin, kt_end;
         k_range(unit % p.splits, p.splits, k_tiles, kt_begin, kt_end);
         for (int kt = kt_begin; kt < kt_end; ++kt) {
           EmptyBarrier::wait(&smem.empty[stage], phase ^ 1);  // a fresh barrier passes parity 1
           FullBarrier::arrive_and_expect_tx(&smem.full[stage], T::kTxBytes);
-          copy(p.tma_a.with(smem.full[stage]), tAgA(_, _, _, c.m, kt, la), tAsA(_, _, _, stage));
+          constexpr uint16_t kAll = uint16_t((1 << kCluster) - 1);  // multicast to every CTA of the cluster
+          if constexpr (ClusterN > 1)
+            copy(p.tma_a.with(smem.full[stage], kAll), tAgA(_, _, _, c.m, kt, la), tAsA(_, _, _, stage));
+          else
+            copy(p.tma_a.with(smem.full[stage]), tAgA(_, _, _, c.m, kt, la), tAsA(_, _, _, stage));
           if constexpr (ClusterM > 1)
-            copy(p.tma_b.with(smem.full[stage], uint16_t((1 << ClusterM) - 1)), tBgB(_, _, _, c.n, kt, lb),
-                 tBsB(_, _, _, stage));
+            copy(p.tma_b.with(smem.full[stage], kAll), tBgB(_, _, _, c.n, kt, lb), tBsB(_, _, _, stage));
           else
             copy(p.tma_b.with(smem.full[stage]), tBgB(_, _, _, c.n, kt, lb), tBsB(_, _, _, stage));
           if (++stage == Stages) { stage = 0; phase ^= 1; }
@@ -262,7 +272,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       // Tail (clusters): this CTA may exit only once the consumers of every CTA in the cluster have
       // released every stage, i.e. once all their remote arrives on this CTA's barriers have landed.
       // (Peers cannot exit before this CTA's multicast data reached them: they wait for it.)
-      if constexpr (ClusterM > 1) {
+      if constexpr (kCluster > 1) {
         for (int s = 0; s < Stages; ++s) {
           EmptyBarrier::wait(&smem.empty[stage], phase ^ 1);
           if (++stage == Stages) { stage = 0; phase ^= 1; }
@@ -295,9 +305,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
 
   // A stage's WGMMAs retired: tell the producers of every CTA in the cluster (lane 0 of each warp).
   auto release = [&](int s) {
-    if constexpr (ClusterM > 1) {
+    if constexpr (kCluster > 1) {
       CUTE_UNROLL
-      for (int r = 0; r < ClusterM; ++r) EmptyBarrier::arrive(&smem.empty[s], uint32_t(r), lane == 0);
+      for (int r = 0; r < kCluster; ++r) EmptyBarrier::arrive(&smem.empty[s], uint32_t(r), lane == 0);
     } else if (lane == 0) {
       EmptyBarrier::arrive(&smem.empty[s]);
     }
@@ -307,7 +317,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   uint32_t phase = 0;
   for (int unit = first_unit; unit < units; unit += unit_step) {
     const int split = unit % p.splits;
-    const TileCoord c = cta_tile(unit / p.splits, tiles_mc, tiles_n, cta_rank, ClusterM);
+    const TileCoord c = cta_tile(unit / p.splits, tiles_mc, tiles_nc, cta_rank, ClusterM, ClusterN);
     const long long tile = ((long long)c.l * tiles_m + c.m) * tiles_n + c.n;  // this CTA's tile (split-K slots)
     int kt_begin, kt_end;
     k_range(split, p.splits, k_tiles, kt_begin, kt_end);
@@ -336,7 +346,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     if (prev_stage >= 0) release(prev_stage);
     warpgroup_fence_operand(acc);
 
-    if (c.m >= tiles_m) continue;  // a cluster rank past the last M tile: nothing to write
+    if (c.m >= tiles_m || c.n >= tiles_n) continue;  // a cluster rank past the last tile: nothing to write
 
     // The accumulators leave through this warpgroup's smem staging buffer, one 64 x kEpiN sub-tile
     // at a time, as 8 consecutive fp32 of one row per thread and step: emit(row, col, v[8]) gets

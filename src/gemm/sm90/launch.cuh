@@ -15,7 +15,7 @@ namespace tessera::gemm_impl::sm90 {
 
 template <int Cfg, int DT, bool AKMajor, bool BKMajor>
 using TraitsOf = Traits<ConfigShape<Cfg>::BM, ConfigShape<Cfg>::BN, ConfigShape<Cfg>::BK, ConfigShape<Cfg>::Stages,
-                        ConfigShape<Cfg>::ClusterM, DT, AKMajor, BKMajor>;
+                        ConfigShape<Cfg>::ClusterM, ConfigShape<Cfg>::ClusterN, DT, AKMajor, BKMajor>;
 
 // TESSERA_SM90_EPILOGUE = tma | smem16 | staged forces how D is stored where that can run (for
 // measurements); unset = the kernel's choice.
@@ -48,7 +48,7 @@ cudaError_t launch(const GemmParams& p, int sm_count, const SplitK& split, cudaS
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute cluster_attr = {};
   cluster_attr.id = cudaLaunchAttributeClusterDimension;
-  cluster_attr.val.clusterDim.x = T::ClusterM;
+  cluster_attr.val.clusterDim.x = T::kCluster;  // 1-D: the kernel reads its rank as along M or N
   cluster_attr.val.clusterDim.y = 1;
   cluster_attr.val.clusterDim.z = 1;
   cfg.blockDim = dim3(T::kThreads);
@@ -60,9 +60,9 @@ cudaError_t launch(const GemmParams& p, int sm_count, const SplitK& split, cudaS
     if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
         e != cudaSuccess)
       return e;
-    int clusters = sm_count / T::ClusterM;
-    if constexpr (T::ClusterM > 1) {
-      cfg.gridDim = dim3(unsigned(sm_count / T::ClusterM * T::ClusterM));
+    int clusters = sm_count / T::kCluster;
+    if constexpr (T::kCluster > 1) {
+      cfg.gridDim = dim3(unsigned(sm_count / T::kCluster * T::kCluster));
       if (cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg); e != cudaSuccess) return e;
       if (clusters < 1) return cudaErrorLaunchOutOfResources;
     }
@@ -86,9 +86,10 @@ cudaError_t launch(const GemmParams& p, int sm_count, const SplitK& split, cudaS
     }
     // Persistent: at most one CTA per SM, each cluster walking its units cluster_id, + clusters, ...
     const long long tiles_mc = ((q.m + T::BM - 1) / T::BM + T::ClusterM - 1) / T::ClusterM;
-    const long long units = tiles_mc * ((q.n + T::BN - 1) / T::BN) * q.batch * split.splits;
+    const long long tiles_nc = ((q.n + T::BN - 1) / T::BN + T::ClusterN - 1) / T::ClusterN;
+    const long long units = tiles_mc * tiles_nc * q.batch * split.splits;
     if (units > 0x7fffffffLL) return cudaErrorInvalidValue;  // the kernel walks units in 32 bits
-    cfg.gridDim = dim3(unsigned((units < clusters ? units : clusters) * T::ClusterM));
+    cfg.gridDim = dim3(unsigned((units < clusters ? units : clusters) * T::kCluster));
     return cudaLaunchKernelEx(&cfg, kernel, kp);
   });
 }
