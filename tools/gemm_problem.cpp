@@ -33,17 +33,6 @@ const char* bias_mode_name(tessera::BiasMode m) {
   return "?";
 }
 
-const char* activation_name(tessera::Activation a) {
-  switch (a) {
-    case tessera::Activation::None: return "none";
-    case tessera::Activation::Relu: return "relu";
-    case tessera::Activation::Gelu: return "gelu";
-    case tessera::Activation::GeluTanh: return "gelu_tanh";
-    case tessera::Activation::Silu: return "silu";
-  }
-  return "?";
-}
-
 size_t StoredMatrix::elements() const {
   return size_t((batch - 1) * batch_stride + ld * outer());
 }

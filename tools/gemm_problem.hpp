@@ -16,7 +16,6 @@ namespace tessera_cli {
 const char* dtype_name(tessera::DType t);  // "f16", "bf16", "f32"
 size_t dtype_bytes(tessera::DType t);
 const char* bias_mode_name(tessera::BiasMode m);     // "none", "row", "col" (the --bias values)
-const char* activation_name(tessera::Activation a);  // "none", "relu", "gelu", "gelu_tanh", "silu"
 
 // A (batched) matrix as the CLI stores it.
 struct StoredMatrix {

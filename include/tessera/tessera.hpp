@@ -26,6 +26,17 @@ enum class Activation : int {
   GeluTanh = TESSERA_ACTIVATION_GELU_TANH,  // tanh approximation
   Silu = TESSERA_ACTIVATION_SILU
 };
+// "none", "relu", "gelu", "gelu_tanh", "silu" (the CLI's and torch's names); "?" for a bad value.
+inline const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::None: return "none";
+    case Activation::Relu: return "relu";
+    case Activation::Gelu: return "gelu";
+    case Activation::GeluTanh: return "gelu_tanh";
+    case Activation::Silu: return "silu";
+  }
+  return "?";
+}
 
 struct Status {
   tessera_status_t code = TESSERA_STATUS_SUCCESS;

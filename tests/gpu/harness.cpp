@@ -127,17 +127,6 @@ double activate(tessera::Activation act, double x) {
   return x;
 }
 
-const char* activation_string(tessera::Activation act) {
-  switch (act) {
-    case tessera::Activation::None: return "none";
-    case tessera::Activation::Relu: return "relu";
-    case tessera::Activation::Gelu: return "gelu";
-    case tessera::Activation::GeluTanh: return "gelu_tanh";
-    case tessera::Activation::Silu: return "silu";
-  }
-  return "?";
-}
-
 float half_to_float(uint16_t h) {
   const int s = (h >> 15) & 1, e = (h >> 10) & 0x1F, f = h & 0x3FF;
   float v;
@@ -258,7 +247,7 @@ std::string describe(const Case& c) {
     o << " bias=" << (c.bias == tessera::BiasMode::PerRow ? "per-row" : "per-column")
       << (c.batch > 1 ? (c.bias_spec.batched && !c.bias_spec.stride_zero ? "(batched)" : "(broadcast)") : "")
       << (c.bias_spec.elem_offset ? "+" + std::to_string(c.bias_spec.elem_offset) : std::string());
-  if (c.activation != tessera::Activation::None) o << " activation=" << activation_string(c.activation);
+  if (c.activation != tessera::Activation::None) o << " activation=" << tessera::activation_name(c.activation);
   return o.str();
 }
 
