@@ -37,21 +37,26 @@ struct alignas(16) Vec8 {
 };
 
 // The activations of EpilogueParams::activation, in fp32. GELU is the erf form (torch's default),
-// GELU_TANH the tanh approximation (torch's approximate="tanh").
+// GELU_TANH the tanh approximation (torch's approximate="tanh"), with tanh(u) = 1 - 2 / (1 + e^2u)
+// on the fast exponential (libm's tanhf made the sm80 64x64 kernel spill on sm_90).
 __device__ __forceinline__ float activate(int act, float x) {
   switch (act) {
     case kActRelu: return fmaxf(x, 0.0f);
     case kActGelu: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case kActGeluTanh: return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
-    case kActSilu: return x / (1.0f + __expf(-x));
+    case kActGeluTanh: {
+      const float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+      return 0.5f * x * (2.0f - __fdividef(2.0f, 1.0f + __expf(2.0f * u)));
+    }
+    case kActSilu: return __fdividef(x, 1.0f + __expf(-x));
     default: return x;
   }
 }
 
-// The activation out of line: inlined into every unrolled output element, erff / tanhf / expf made
-// the sm90 kernels ~3.5x larger, and the instruction-cache misses of walking past that code (even
-// with the activation off) cost ~40 us per 128x256 tile on the H100 (4096^3 ran at 360 TFLOP/s).
-// Callers test for kActNone first, so the plain epilogue never calls it.
+// The activation out of line, for the sm90 kernels: inlined into every unrolled output element,
+// erff / tanhf / expf made them ~3.5x larger, and the instruction-cache misses of walking past that
+// code (even with the activation off) cost ~40 us per 128x256 tile on the H100 (4096^3 ran at 360
+// TFLOP/s). Callers test for kActNone first, so the plain epilogue never calls it. The sm80 kernels
+// inline it instead (epilogue_row8<true>): there the call's ABI cost a stack frame (check_kernels).
 static __device__ __noinline__ float activate_out_of_line(int act, float x) { return activate(act, x); }
 
 // Whether the epilogue adds a bias or applies an activation (uniform across the grid).
@@ -59,7 +64,7 @@ __device__ __forceinline__ bool has_bias_or_activation(const EpilogueParams& p) 
   return p.bias != nullptr || p.activation != kActNone;
 }
 
-template <int DT>
+template <int DT, bool kInlineActivation>
 __device__ __forceinline__ void epilogue_row8_typed(const EpilogueParams& p, int l, int m, int n0, int n_limit,
                                                     float (&acc)[8]) {
   using T = typename StorageOf<DT>::type;
@@ -96,8 +101,24 @@ __device__ __forceinline__ void epilogue_row8_typed(const EpilogueParams& p, int
     }
   }
   if (p.activation != kActNone) {
+    if constexpr (kInlineActivation) {
+      // One switch for the 8 values (a switch per value made the sm80 64x64 kernel spill on sm_90).
+      switch (p.activation) {
+#define TESSERA_ACT8(tag)                                                      \
+  case tag:                                                                    \
+    _Pragma("unroll") for (int i = 0; i < 8; ++i) out[i] = activate(tag, out[i]); \
+    break;
+        TESSERA_ACT8(kActRelu)
+        TESSERA_ACT8(kActGelu)
+        TESSERA_ACT8(kActGeluTanh)
+        TESSERA_ACT8(kActSilu)
+#undef TESSERA_ACT8
+        default: break;
+      }
+    } else {
 #pragma unroll
-    for (int i = 0; i < 8; ++i) out[i] = activate_out_of_line(p.activation, out[i]);
+      for (int i = 0; i < 8; ++i) out[i] = activate_out_of_line(p.activation, out[i]);
+    }
   }
   T* d = static_cast<T*>(p.d) + l * p.batch_stride_d + int64_t(m) * p.ldd + n0;
   if (full && p.d_vec) {
@@ -113,12 +134,14 @@ __device__ __forceinline__ void epilogue_row8_typed(const EpilogueParams& p, int
 }
 
 // Writes D(l, m, n0 .. n0+7) (the part with n < n_limit). The caller checks m < M.
+// kInlineActivation: see activate_out_of_line (false for the sm90 kernels).
+template <bool kInlineActivation>
 __device__ __forceinline__ void epilogue_row8(const EpilogueParams& p, int l, int m, int n0, int n_limit,
                                               float (&acc)[8]) {
   switch (p.d_dtype) {
-    case kF16: epilogue_row8_typed<kF16>(p, l, m, n0, n_limit, acc); break;
-    case kBF16: epilogue_row8_typed<kBF16>(p, l, m, n0, n_limit, acc); break;
-    default: epilogue_row8_typed<kF32>(p, l, m, n0, n_limit, acc); break;
+    case kF16: epilogue_row8_typed<kF16, kInlineActivation>(p, l, m, n0, n_limit, acc); break;
+    case kBF16: epilogue_row8_typed<kBF16, kInlineActivation>(p, l, m, n0, n_limit, acc); break;
+    default: epilogue_row8_typed<kF32, kInlineActivation>(p, l, m, n0, n_limit, acc); break;
   }
 }
 

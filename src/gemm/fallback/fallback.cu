@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(kThreads) simt_kernel(GemmParams p, bool a_k_m
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int m = m0 + ty * 2 + i;
-    if (m < p.m && n0 + tx * 8 < p.n) epilogue_row8(p.epi, l, m, n0 + tx * 8, p.n, acc[i]);
+    if (m < p.m && n0 + tx * 8 < p.n) epilogue_row8<true>(p.epi, l, m, n0 + tx * 8, p.n, acc[i]);
   }
 }
 

@@ -229,13 +229,13 @@ __device__ __forceinline__ void gemm_tile(const GemmParams& p, int l, int tile_m
       const float4* src = reinterpret_cast<const float4*>(stage + r * T::kStageLd + c8);
       const float4 lo = src[0], hi = src[1];
       float acc[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-      epilogue_row8(p.epi, l, m, n0, p.n, acc);
+      epilogue_row8<true>(p.epi, l, m, n0, p.n, acc);
     }
   }
 }
 
 template <class T>
-__global__ void __launch_bounds__(T::kThreads) gemm_kernel(GemmParams p) {
+__global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(GemmParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
   const int tiles_m = (p.m + T::BM - 1) / T::BM;
   const int tiles_n = (p.n + T::BN - 1) / T::BN;

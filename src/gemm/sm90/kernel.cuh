@@ -380,7 +380,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     };
     auto store = [&](int row, int col, float (&v)[8]) {
       const int m = c.m * BM + row, n0 = c.n * BN + col;
-      if (m < g.m && n0 < g.n) epilogue_row8(g.epi, c.l, m, n0, g.n, v);
+      if (m < g.m && n0 < g.n) epilogue_row8<false>(g.epi, c.l, m, n0, g.n, v);
     };
 
     if (p.epi_mode != kEpiStaged) {
