@@ -408,14 +408,19 @@ def test_torch_compile_fullgraph():
     def f(a, b, c, q, k, v):
         d = tessera.matmul(a, b, c=c, beta=0.5, out_dtype=torch.float32)
         o, lse = tessera.attention(q, k, v, causal=True, return_lse=True)
-        return d.sum(-1), o * 2, lse
+        return d, d.sum(-1), o * 2, lse
 
     a, b, c = rand(128, 64), rand(64, 96), rand(128, 96, dtype=torch.float32)
     q, k, v = attn_inputs(2, 100, 100, 4, 2, 64, torch.float16, "bshd")
     eager = f(a, b, c, q, k, v)
     compiled = torch.compile(f, fullgraph=True)(a, b, c, q, k, v)
-    for x, y in zip(eager, compiled):
-        torch.testing.assert_close(x, y)
+    # The custom ops run the same kernels either way (bitwise equal); Inductor compiles the row sum
+    # around them with its own reduction order (H100, torch 2.11: 1.2e-5 relative apart in fp32).
+    for i, (x, y) in enumerate(zip(eager, compiled)):
+        if i == 1:
+            torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-4)
+        else:
+            torch.testing.assert_close(x, y, rtol=0, atol=0)
 
 
 @gpu
