@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "core/device.hpp"
@@ -63,6 +64,18 @@ Status splits_override(int* splits) {
     return invalid(std::string("TESSERA_GEMM_SPLITS: must be an integer in 1..") + std::to_string(gemm_impl::kMaxSplits) +
                    " (got '" + env + "')");
   *splits = int(v);
+  return Status::success();
+}
+
+// TESSERA_GEMM_STREAMK=0|1 (for measurements) turns stream-K off, or on wherever it can run
+// (split-K ranges from TESSERA_GEMM_SPLITS take precedence); unset = the heuristic's choice (-1).
+Status streamk_override(int* mode) {
+  *mode = -1;
+  const char* env = std::getenv("TESSERA_GEMM_STREAMK");
+  if (!env || !*env) return Status::success();
+  if (std::strcmp(env, "0") != 0 && std::strcmp(env, "1") != 0)
+    return invalid(std::string("TESSERA_GEMM_STREAMK: must be 0 or 1 (got '") + env + "')");
+  *mode = env[0] - '0';
   return Status::success();
 }
 
@@ -129,6 +142,8 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
   if (Status s = requested_config(args, &req); !s.ok()) return s;
   int forced_splits = 0;
   if (Status s = splits_override(&forced_splits); !s.ok()) return s;
+  int forced_streamk = -1;
+  if (Status s = streamk_override(&forced_streamk); !s.ok()) return s;
   GemmPlan plan = gemm_impl::make_plan(args);
   if (plan.empty) return Status::success();
 
@@ -168,13 +183,18 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
   if (cfg->kernel == Kernel::Fallback)
     e = gemm_impl::fallback::simt(plan.ab_dtype, plan.a.k_major, plan.b.k_major, plan.params, stream);
   else if (cfg->kernel == Kernel::Sm90) {
-    // Split-K in the workspace after the pad copies, as many ranges as the caller's bytes allow.
-    gemm_impl::sm90::SplitK split;
-    split.splits = forced_splits > 0 ? forced_splits : gemm_impl::select_splits(*cfg, p.m, p.n, p.k, p.batch, dev.sm_count);
+    // Split-K or stream-K in the workspace after the pad copies, as far as the caller's bytes allow.
+    gemm_impl::Decomposition d = gemm_impl::select_decomposition(*cfg, p.m, p.n, p.k, p.batch, dev.sm_count);
+    if (forced_splits > 0) d = gemm_impl::Decomposition{forced_splits, false};
+    if (forced_streamk >= 0 && d.splits == 1) d.stream_k = forced_streamk == 1;
     const size_t room = workspace_bytes > pad_bytes ? workspace_bytes - pad_bytes : 0;
-    while (split.splits > 1 && gemm_impl::splitk_bytes(*cfg, p.m, p.n, p.batch, split.splits) > room) --split.splits;
-    if (split.splits > 1) split.workspace = static_cast<char*>(workspace) + pad_bytes;
-    e = gemm_impl::sm90::run(cfg->id, plan.ab_dtype, plan.a.k_major, plan.b.k_major, p, dev.sm_count, split, stream);
+    while (d.splits > 1 && gemm_impl::splitk_bytes(*cfg, p.m, p.n, p.batch, d.splits) > room) --d.splits;
+    if (d.stream_k && (d.splits > 1 || gemm_impl::streamk_bytes(*cfg, dev.sm_count) > room)) d.stream_k = false;
+    gemm_impl::sm90::Decomposition dec;
+    dec.splits = d.splits;
+    dec.stream_k = d.stream_k;
+    if (d.splits > 1 || d.stream_k) dec.workspace = static_cast<char*>(workspace) + pad_bytes;
+    e = gemm_impl::sm90::run(cfg->id, plan.ab_dtype, plan.a.k_major, plan.b.k_major, p, dev.sm_count, dec, stream);
   }
   else
     e = gemm_impl::sm80::run(cfg->id, plan.ab_dtype, plan.a.k_major, plan.b.k_major, p, stream);
@@ -198,6 +218,14 @@ Status gemm_workspace_size(const GemmArgs& args, size_t* bytes) {
     const gemm_impl::GemmParams& p = plan.params;
     *bytes = std::max(*bytes, plan.a.pad_bytes + plan.b.pad_bytes +
                                   gemm_impl::splitk_workspace_bound(p.m, p.n, p.k, p.batch, forced_splits));
+  }
+  int forced_streamk = -1;
+  if (Status s = streamk_override(&forced_streamk); !s.ok()) return detail::remember(s);
+  if (forced_streamk == 1 && !plan.empty) {  // room for stream-K on any config and GPU up to the bound
+    size_t most = 0;
+    for (const gemm_impl::Config& c : gemm_impl::configs())
+      if (c.kernel == gemm_impl::Kernel::Sm90) most = std::max(most, gemm_impl::streamk_bytes(c, gemm_impl::kSplitKBoundSms));
+    *bytes = std::max(*bytes, plan.a.pad_bytes + plan.b.pad_bytes + most);
   }
   return detail::remember(Status::success());
 }

@@ -85,6 +85,7 @@ const Config* select_in(Kernel family, const HeuristicInput& in) {
 // tiles, bf16, back-to-back launches): 128x4096x4096 ran 25.1/27.0/29.2/30.0 us at 1/2/3/4 ranges
 // although the mainloop halves, 1024^3 11.1 vs 18.6 us at 1 vs 2; only long K paid off
 // (128x4096x14336: 72.7 us unsplit, 60.6 at 2 ranges). About 10 us + 5 us per range.
+constexpr int kSm90SmemOptin = 227 * 1024;  // H100 / H200 dynamic shared memory per block (opt-in)
 constexpr double kSmFlopsPerUs = 6.0e6;   // per SM at throughput 100: ~790 TFLOP/s on 132 SMs
 constexpr double kL2BytesPerUs = 6.5e6;   // L2 -> SM, whole GPU (H100: ~90% of the ~7 TB/s ncu peak)
 constexpr double kDramBytesPerUs = 3.0e6; // HBM3, ~90% of 3.35 TB/s
@@ -96,20 +97,43 @@ constexpr double kDramBytesPerUs = 3.0e6; // HBM3, ~90% of 3.35 TB/s
 constexpr double kDramPaddedBase = 0.4;
 constexpr double kSplitKFixedUs = 10.0;
 constexpr double kSplitKPerRangeUs = 5.0;
+// Stream-K: the streamed k-tiles are shared out evenly (the partial wave disappears); the fix-up is
+// every publisher's fp32 partial written to and read back from L2 by the owners, all at about the
+// same time (the shares end together): ~2 x CTAs x BM x BN x 4 bytes, plus a fixed cost fitted to
+// the H100 (bf16, same run, stream-K forced off / on): the flag memset, the shares' cold starts in
+// the middle of tiles, publishing and waiting. 1024x6144x4096 in 128x256 pairs ran 93.5 -> 87.1 us
+// (model 89 -> 74 before the fixed term), 3000^3 112.5 -> 99.1 (model 99 -> 80); where the model
+// saw only a few % to gain, streaming lost: 8192^3 1404 -> 1418 us, 6144^3 598 -> 678, 4096^3
+// 182 -> 203, 2048^3 (one wave either way) 28 -> 37, and the M = 128 decode shapes 5-15% (their
+// partial tiles are all the work). So it must promise kStreamKMinGain of the best other time.
+constexpr double kStreamKFixedUs = 12.0;
+constexpr double kStreamKMinGain = 0.95;
 
-double sm90_cost(const Config& c, long long m, long long n, long long k, long long batch, int sm_count, int splits) {
+double sm90_cost(const Config& c, long long m, long long n, long long k, long long batch, int sm_count, int splits,
+                 bool stream_k = false) {
   // Clusters walk cluster_m x cluster_n tiles together (a rank past the last tile idles).
   const long long tiles_m = ((m + c.bm - 1) / c.bm + c.cluster_m - 1) / c.cluster_m * c.cluster_m;
   const long long tiles_n = ((n + c.bn - 1) / c.bn + c.cluster_n - 1) / c.cluster_n * c.cluster_n;
   const long long units = tiles_m * tiles_n * batch * splits;
   const long long waves = (units + sm_count - 1) / sm_count;
   const long long k_tiles = ((k + c.bk - 1) / c.bk + splits - 1) / splits;
-  const double mma = double(waves) * k_tiles * 2.0 * c.bm * c.bn * c.bk / (kSmFlopsPerUs * c.throughput / 100.0);
+  const double tile_us = 2.0 * c.bm * c.bn * c.bk / (kSmFlopsPerUs * c.throughput / 100.0);  // one k-tile
+  double mma = double(waves) * k_tiles * tile_us;
+  double fixup = splits > 1 ? kSplitKFixedUs + kSplitKPerRangeUs * splits : 0.0;
+  if (stream_k && splits == 1) {  // the walk of gemm/schedule.hpp: per worker (cluster), in k-tiles
+    const int cluster = c.cluster_m * c.cluster_n;
+    const long long workers = sm_count / cluster, ctiles = units / cluster;
+    if (workers > 0 && ctiles % workers != 0) {
+      const long long sk = ctiles < workers ? ctiles : ctiles % workers + workers;
+      const long long iters = (ctiles - sk) / workers * k_tiles + (sk * k_tiles + workers - 1) / workers;
+      mma = double(iters) * tile_us;
+      fixup = kStreamKFixedUs + 2.0 * double(workers * cluster) * c.bm * c.bn * 4.0 / kL2BytesPerUs;
+    }
+  }
   const double l2 =
       double(units) * k_tiles * (double(c.bm) / c.cluster_n + double(c.bn) / c.cluster_m) * c.bk * 2.0 / kL2BytesPerUs;
   const double useful = double(m) * n / (double(tiles_m * c.bm) * double(tiles_n * c.bn));
   const double dram = double(m + n) * k * 2.0 * batch / (kDramBytesPerUs * (kDramPaddedBase + (1 - kDramPaddedBase) * useful));
-  const double fixup = splits > 1 ? kSplitKFixedUs + kSplitKPerRangeUs * splits : 0.0;
   return std::max(mma, std::max(l2, dram)) + fixup;
 }
 
@@ -119,8 +143,8 @@ const Config* select_sm90(const HeuristicInput& in) {
   double best_cost = 0;
   for (const Config& c : configs()) {
     if (c.kernel != Kernel::Sm90 || c.smem_bytes > in.smem_optin || in.cc < c.min_cc || in.cc > c.max_cc) continue;
-    const int splits = select_splits(c, in.m, in.n, in.k, in.batch, in.sm_count);
-    const double cost = sm90_cost(c, in.m, in.n, in.k, in.batch, in.sm_count, splits);
+    const Decomposition d = select_decomposition(c, in.m, in.n, in.k, in.batch, in.sm_count);
+    const double cost = sm90_cost(c, in.m, in.n, in.k, in.batch, in.sm_count, d.splits, d.stream_k);
     if (!best || cost < best_cost) best = &c, best_cost = cost;
   }
   return best;
@@ -154,6 +178,26 @@ int select_splits(const Config& c, long long m, long long n, long long k, long l
   return best;
 }
 
+Decomposition select_decomposition(const Config& c, long long m, long long n, long long k, long long batch,
+                                   int sm_count) {
+  Decomposition d;
+  d.splits = select_splits(c, m, n, k, batch, sm_count);
+  if (c.kernel != Kernel::Sm90 || sm_count <= 0) return d;
+  const double best = sm90_cost(c, m, n, k, batch, sm_count, d.splits);
+  if (sm90_cost(c, m, n, k, batch, sm_count, 1, true) < kStreamKMinGain * best) d = Decomposition{1, true};
+  return d;
+}
+
+double sm90_estimate_us(const Config& c, long long m, long long n, long long k, long long batch, int sm_count,
+                        const Decomposition& d) {
+  return sm90_cost(c, m, n, k, batch, sm_count, d.splits, d.stream_k);
+}
+
+size_t streamk_bytes(const Config& c, int sm_count) {
+  const size_t slots = size_t(sm_count > 0 ? sm_count : 0);  // the grid has at most one CTA per SM
+  return slots * c.bm * c.bn * sizeof(float) + (slots * sizeof(int) + 255) / 256 * 256;
+}
+
 size_t splitk_bytes(const Config& c, long long m, long long n, long long batch, int splits) {
   if (splits <= 1) return 0;
   const long long tiles = ((m + c.bm - 1) / c.bm) * ((n + c.bn - 1) / c.bn) * batch;
@@ -167,6 +211,16 @@ size_t splitk_workspace_bound(long long m, long long n, long long k, long long b
   for (const Config& c : configs()) {
     const int splits = forced_splits > 0 ? forced_splits : select_splits(c, m, n, k, batch, kSplitKBoundSms);
     most = std::max(most, splitk_bytes(c, m, n, batch, splits));
+  }
+  // Stream-K: room for it where the heuristic would stream on an sm_90 GPU (H20, H100 PCIe, H100
+  // SXM / H200). On another SM count, or with a config forced, the caller's workspace may be too
+  // small: the GEMM then runs data-parallel (correct, maybe slower).
+  if (forced_splits <= 0) {
+    for (int sms : kStreamKBoundSms) {
+      const Config& c = select_config(HeuristicInput{m, n, k, batch, sms, 90, kSm90SmemOptin, true});
+      if (c.kernel == Kernel::Sm90 && select_decomposition(c, m, n, k, batch, sms).stream_k)
+        most = std::max(most, streamk_bytes(c, sms));
+    }
   }
   return most;
 }

@@ -2,11 +2,7 @@
 // check that every tile is visited exactly once.
 #pragma once
 
-#if defined(__CUDACC__)
-#define TESSERA_HD __host__ __device__ __forceinline__
-#else
-#define TESSERA_HD inline
-#endif
+#include "core/host_device.hpp"
 
 namespace tessera::gemm_impl {
 

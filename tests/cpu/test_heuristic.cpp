@@ -339,3 +339,33 @@ TEST(Heuristic, Properties) {
 }
 
 }  // namespace
+
+// ---- stream-K -----------------------------------------------------------------------------------------
+
+TEST(StreamK, OnlyWhereThePartialWaveCostsClearly) {
+  const Config& large = *ti::find_config(kSm90Large);
+  // 1024x6144x4096 with a column-major D (canonical 6144 x 1024): 96 pairs of 128x256 tiles for 66
+  // workers, 2 waves data-parallel vs 1.45 streamed (H100: 93.5 -> 87.1 us).
+  EXPECT_TRUE(ti::select_decomposition(large, 6144, 1024, 4096, 1, 132).stream_k);
+  EXPECT_STREQ(pick_tma(kH100, 6144, 1024, 4096).name, kSm90Large);
+  // A few % to gain in the model lost on the H100 (8192^3 1404 -> 1418 us, 6144^3 598 -> 678).
+  for (long long s : {2048LL, 4096LL, 6144LL, 8192LL, 16384LL})
+    EXPECT_FALSE(ti::select_decomposition(large, s, s, s, 1, 132).stream_k) << s;
+  // 3000^3: 128x256 streamed (99.1 us) loses to 128x192 pairs data-parallel (97.0 us).
+  EXPECT_STREQ(pick_tma(kH100, 3000, 3000, 3000).name, kSm90Pair192);
+  // Decode shapes: the small tile's partial tiles are all the work; streaming lost 5-15%.
+  EXPECT_FALSE(ti::select_decomposition(*ti::find_config(kSm90Small), 4096, 128, 4096, 1, 132).stream_k);
+  // Never on the mma.sync family.
+  EXPECT_FALSE(ti::select_decomposition(*ti::find_config(kSmall), 6144, 1024, 4096, 1, 132).stream_k);
+}
+
+TEST(StreamK, WorkspaceBoundCoversTheHeuristicsChoice) {
+  // Where the heuristic streams on an H100, gemm_workspace_size's bound has room for it ...
+  const Config& large = *ti::find_config(kSm90Large);
+  EXPECT_GE(ti::splitk_workspace_bound(6144, 1024, 4096, 1), ti::streamk_bytes(large, 132));
+  // ... and where it does not, none is asked for (aligned operands then need no workspace).
+  EXPECT_EQ(ti::splitk_workspace_bound(8192, 8192, 8192, 1), 0u);
+  EXPECT_EQ(ti::splitk_workspace_bound(3000, 3000, 3000, 1), 0u);
+  // One fp32 tile + one flag per CTA of the persistent grid.
+  EXPECT_EQ(ti::streamk_bytes(large, 132), size_t(132) * 128 * 256 * 4 + 768);
+}

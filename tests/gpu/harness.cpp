@@ -361,6 +361,15 @@ Outcome run_case(const Case& c) {
                 "; ";
     return out;
   }
+  if (c.repeat_bitwise) {  // split-K / stream-K sum partials in a fixed order: timing must not show
+    TT_CUDA(cudaMemcpyAsync(D.buf.p, before.data(), before.size(), cudaMemcpyHostToDevice, s));
+    const tessera::Status again = call_on_stream(s, c.capture_graph, call, &problems);
+    if (!problems.empty()) return out;
+    TT_CUDA(cudaStreamSynchronize(s));
+    if (!again.ok()) problems += "second run: " + again.message + "; ";
+    else if (to_host(D.buf, s, &problems) != after) problems += "a second run on the same inputs changed bits of D; ";
+    if (!problems.empty()) return out;
+  }
 
   // ---- oracle ---------------------------------------------------------------------------------
   const int64_t M = c.m, N = c.n, K = c.k, L = c.batch;

@@ -66,6 +66,7 @@ struct Case {
   cudaStream_t stream = nullptr;
   bool capture_graph = false;  // capture the tessera call into a CUDA graph on `stream` and replay it
   bool use_c_abi = false;      // call tessera_gemm instead of tessera::gemm
+  bool repeat_bitwise = false;  // run again on the same inputs (D restored): the bits must not change
   // Expected status; for anything but SUCCESS, D (and its guards) must be byte-for-byte untouched.
   tessera_status_t expect = TESSERA_STATUS_SUCCESS;
   std::string expect_message;  // substring of the status message when expect != SUCCESS

@@ -916,48 +916,87 @@ TEST_F(GemmConfigSelection, EnvironmentOverride) {
   }
 }
 
-// Split-K with the number of K ranges forced (TESSERA_GEMM_SPLITS) on every sm90 config: 1 range,
-// fewer and more than one fix-up group of 4, ranges of a single k-tile, and more ranges than
-// k-tiles (empty ranges). gemm_workspace_size makes room for the forced count.
-TEST_F(GemmConfigSelection, SplitKSweep) {
-  struct S {
-    int64_t m, n, k, batch;
-    int layout;
-    float beta;
-  };
-  const S shapes[] = {{300, 520, 1000, 2, 1, 0.5f},  // 15 tiles of 128x128, 16 k-tiles, batched, beta
-                      {256, 136, 4099, 1, 0, 0.0f},  // ragged N and K (65 k-tiles)
-                      {130, 70, 200, 1, 2, -1.0f}};  // 4 k-tiles: splits beyond it leave ranges empty
-  const DeviceFacts f = device_facts();
-  for (const std::string& cfg : all_config_names()) {
-    const ti::Config* x = ti::find_config(cfg);
-    if (x->kernel != ti::Kernel::Sm90 || f.cc != 90) continue;
-    for (int splits : {1, 2, 3, 4, 5, 8, 16}) {
-      EnvGuard env("TESSERA_GEMM_SPLITS", std::to_string(splits));
-      for (const S& sh : shapes) {
-        Case c;
-        c.config = cfg;
-        c.ab = DType::BF16;
-        c.dt = splits % 2 ? DType::BF16 : DType::F32;
-        apply_layout(c, sh.layout);
-        c.m = sh.m;
-        c.n = sh.n;
-        c.k = sh.k;
-        c.batch = sh.batch;
-        c.beta = sh.beta;
-        check("GemmConfigSelection", cfg + " TESSERA_GEMM_SPLITS sweep", c);
-      }
-    }
-  }
-  EnvGuard env("TESSERA_GEMM_SPLITS", "0");
+// Sweeps of the sm90 decompositions, forced through the environment on every sm90 config.
+struct SweepShape {
+  int64_t m, n, k, batch;
+  int layout;
+  float beta;
+};
+
+std::vector<std::string> sm90_config_names() {
+  std::vector<std::string> out;
+  if (device_facts().cc != 90) return out;
+  for (const std::string& cfg : all_config_names())
+    if (ti::find_config(cfg)->kernel == ti::Kernel::Sm90) out.push_back(cfg);
+  return out;
+}
+
+Case sweep_case(const std::string& cfg, const SweepShape& sh, DType ab, DType dt) {
+  Case c;
+  c.config = cfg;
+  c.ab = ab;
+  c.dt = dt;
+  apply_layout(c, sh.layout);
+  c.m = sh.m;
+  c.n = sh.n;
+  c.k = sh.k;
+  c.batch = sh.batch;
+  c.beta = sh.beta;
+  return c;
+}
+
+// A malformed value of `var` is refused with a message naming it, D untouched.
+void expect_env_refused(const char* var, const char* value) {
+  EnvGuard env(var, value);
   Case c;
   apply_layout(c, 1);
   c.m = c.n = c.k = 64;
   c.expect = TESSERA_STATUS_INVALID_ARGUMENT;
-  c.expect_message = "TESSERA_GEMM_SPLITS";
-  check("GemmConfigSelection", "TESSERA_GEMM_SPLITS out of range: refused", c);
+  c.expect_message = var;
+  check("GemmConfigSelection", std::string(var) + "=" + value + ": refused", c);
 }
 
+// Split-K with the number of K ranges forced (TESSERA_GEMM_SPLITS): 1 range, fewer and more than
+// one fix-up group of 4, ranges of a single k-tile, and more ranges than k-tiles (empty ranges).
+// gemm_workspace_size makes room for the forced count.
+TEST_F(GemmConfigSelection, SplitKSweep) {
+  const SweepShape shapes[] = {{300, 520, 1000, 2, 1, 0.5f},  // 15 tiles of 128x128, 16 k-tiles, batched, beta
+                               {256, 136, 4099, 1, 0, 0.0f},  // ragged N and K (65 k-tiles)
+                               {130, 70, 200, 1, 2, -1.0f}};  // 4 k-tiles: splits beyond it leave ranges empty
+  for (const std::string& cfg : sm90_config_names())
+    for (int splits : {1, 2, 3, 4, 5, 8, 16}) {
+      EnvGuard env("TESSERA_GEMM_SPLITS", std::to_string(splits));
+      for (const SweepShape& sh : shapes)
+        check("GemmConfigSelection", cfg + " TESSERA_GEMM_SPLITS sweep",
+              sweep_case(cfg, sh, DType::BF16, splits % 2 ? DType::BF16 : DType::F32));
+    }
+  expect_env_refused("TESSERA_GEMM_SPLITS", "0");
+}
+
+// Stream-K forced on (TESSERA_GEMM_STREAMK=1): tiles cut among several workers (fewer tiles than
+// SMs, a tile spread over up to ~33 shares), the partial wave plus one wave streamed before
+// data-parallel tiles, ragged edges and cluster ranks past the last tile, batches, beta, fp32 D,
+// both D layouts; every result twice, bitwise equal (the fix-up adds the partials in worker order
+// whichever finishes first). gemm_workspace_size makes room for it.
+TEST_F(GemmConfigSelection, StreamKSweep) {
+  const SweepShape shapes[] = {{300, 520, 1000, 2, 1, 0.5f},    // 30 tiles of 128x128 x 16 k-tiles: ~4 shares a tile
+                               {256, 136, 4099, 1, 0, 0.0f},    // 4 tiles x 65 k-tiles: ~33 shares a tile
+                               {2100, 2100, 136, 1, 2, 0.0f},   // 289 tiles of 3 k-tiles: streamed, then data-parallel
+                               {1000, 1000, 1000, 1, 3, -1.0f}, // 64 tiles x 16 k-tiles
+                               {130, 70, 200, 1, 2, -1.0f}};    // 8 k-tiles in all: too few to stream
+  EnvGuard env("TESSERA_GEMM_STREAMK", "1");
+  for (const std::string& cfg : sm90_config_names()) {
+    int i = 0;
+    for (const SweepShape& sh : shapes)
+      for (bool f32_out : {false, true}) {
+        const DType ab = (i++ % 3) ? DType::BF16 : DType::F16;
+        Case c = sweep_case(cfg, sh, ab, f32_out ? DType::F32 : ab);
+        c.repeat_bitwise = true;
+        check("GemmConfigSelection", cfg + " TESSERA_GEMM_STREAMK=1 sweep", c);
+      }
+  }
+  expect_env_refused("TESSERA_GEMM_STREAMK", "2");
+}
 
 // ===================================================================================================
 // 11. Fused bias + activation, D = act(alpha * op(A) op(B) + beta * C + bias): every activation x
@@ -1072,6 +1111,25 @@ class GemmEpilogueSplitK : public GpuTest {
   static void TearDownTestSuite() { tt::print_summary("GemmEpilogueSplitK"); }
 };
 
+// A ragged, batched 200 x 136 x 1000 problem (16 k-tiles) with bias and activation on config `cfg`;
+// combo 1: bf16 D, beta 0; combo 2 | 4: fp32 D, beta -1.25 (apply_layout's D layouts differ too).
+Case cut_k_case(const char* cfg, tessera::BiasMode mode, tessera::Activation act, int combo) {
+  Case c;
+  c.config = cfg;
+  c.ab = DType::BF16;
+  c.dt = combo & 4 ? DType::F32 : DType::BF16;
+  apply_layout(c, combo);
+  c.m = 200;
+  c.n = 136;
+  c.k = 1000;
+  c.batch = 2;
+  c.alpha = 0.5f;
+  c.beta = combo & 4 ? -1.25f : 0.0f;
+  c.bias = mode;
+  c.activation = act;
+  return c;
+}
+
 // Split-K applies the epilogue once, in the unit that finishes a tile, to the reduced sum: a bias
 // or activation applied per K range would show as a wrong result. Forced ranges on the sm90 path.
 TEST_F(GemmEpilogueSplitK, ForcedSplits) {
@@ -1083,23 +1141,28 @@ TEST_F(GemmEpilogueSplitK, ForcedSplits) {
       for (tessera::BiasMode mode : kBiasModes)
         for (tessera::Activation act : {tessera::Activation::Relu, tessera::Activation::Silu})
           for (int combo : {1, 2 | 4}) {
-            Case c;
-            c.config = cfg;
-            c.ab = DType::BF16;
-            c.dt = combo & 4 ? DType::F32 : DType::BF16;
-            apply_layout(c, combo);
-            c.m = 200;
-            c.n = 136;
-            c.k = 1000;  // 16 k-tiles over 2 or 3 ranges
-            c.batch = 2;
-            c.alpha = 0.5f;
+            Case c = cut_k_case(cfg, mode, act, combo);  // 16 k-tiles over 2 or 3 ranges
             c.beta = -1.25f;
-            c.bias = mode;
-            c.activation = act;
             ASSERT_GE(tt::workspace_needed(c), size_t(1)) << "no split-K workspace asked for";
             check("GemmEpilogueSplitK", epilogue_group(cfg, mode) + " TESSERA_GEMM_SPLITS", c);
           }
     }
+}
+
+// Stream-K likewise: the owner of a tile cut among workers applies the epilogue once, to the sum
+// (4 tiles of 16 k-tiles among 132 SMs: every tile cut among many workers); bitwise repeatable.
+TEST_F(GemmEpilogueSplitK, ForcedStreamK) {
+  const DeviceFacts f = device_facts();
+  if (f.cc != 90) GTEST_SKIP() << "stream-K runs on the sm90 path only (this device is sm_" << f.cc << ")";
+  EnvGuard env("TESSERA_GEMM_STREAMK", "1");
+  for (const char* cfg : {"sm90_128x128x64_s6_coop", "sm90_128x256x64_s4_c2_coop", "sm90_128x64x64_s8_c1x2_coop"})
+    for (tessera::BiasMode mode : kBiasModes)
+      for (tessera::Activation act : {tessera::Activation::Gelu, tessera::Activation::Silu})
+        for (int combo : {1, 2 | 4}) {
+          Case c = cut_k_case(cfg, mode, act, combo);
+          c.repeat_bitwise = true;
+          check("GemmEpilogueSplitK", epilogue_group(cfg, mode) + " TESSERA_GEMM_STREAMK", c);
+        }
 }
 
 class GemmEpilogueBigBatch : public GpuTest {

@@ -7,7 +7,7 @@
 namespace tessera::gemm_impl::sm90 {
 namespace {
 
-using LaunchFn = cudaError_t (*)(const GemmParams&, int, const SplitK&, cudaStream_t);
+using LaunchFn = cudaError_t (*)(const GemmParams&, int, const Decomposition&, cudaStream_t);
 struct Row {
   int id;
   std::array<LaunchFn, 8> fn;  // [dt (F16, BF16)][a_k_major][b_k_major]
@@ -39,12 +39,12 @@ const Row* find(int cfg) {
 }  // namespace
 
 cudaError_t run(int cfg, int dt, bool a_k_major, bool b_k_major, const GemmParams& p, int sm_count,
-                const SplitK& split, cudaStream_t stream) {
+                const Decomposition& dec, cudaStream_t stream) {
   const Row* r = find(cfg);
-  if (!r || (dt != kF16 && dt != kBF16) || p.k <= 0 || sm_count <= 0 || split.splits < 1 ||
-      (split.splits > 1 && !split.workspace))
+  if (!r || (dt != kF16 && dt != kBF16) || p.k <= 0 || sm_count <= 0 || dec.splits < 1 ||
+      ((dec.splits > 1 || dec.stream_k) && !dec.workspace))
     return cudaErrorInvalidValue;
-  return r->fn[(dt == kBF16 ? 4 : 0) + (a_k_major ? 2 : 0) + (b_k_major ? 1 : 0)](p, sm_count, split, stream);
+  return r->fn[(dt == kBF16 ? 4 : 0) + (a_k_major ? 2 : 0) + (b_k_major ? 1 : 0)](p, sm_count, dec, stream);
 }
 
 int smem_bytes(int cfg) {

@@ -11,6 +11,9 @@
 //     store drains under the next tile's mainloop; fp32 D, beta*C and split-K go through fp32
 //     sub-tiles. The producer already fills the ring for the next tile meanwhile.
 //
+// Work: a persistent walk over (tile, k-tile range) items (gemm/schedule.hpp): whole tiles, split-K
+// ranges, or stream-K shares whose partial tiles are folded into the owner's accumulators.
+//
 // Canonical problem (gemm/plan.hpp): D (M x N, row-major) = A (M x K) * B^T with B stored N x K; A
 // and B K-major or MN-major, 16-byte aligned with 16-byte leading dimensions (TMA's rules; the
 // dispatcher pads other operands first). Batches are the third TMA mode (stride 0 = broadcast).
@@ -23,6 +26,7 @@
 #include "gemm/epilogue/epilogue.cuh"
 #include "gemm/kernel_params.hpp"
 #include "gemm/raster.hpp"
+#include "gemm/schedule.hpp"
 
 namespace tessera::gemm_impl::sm90 {
 
@@ -154,18 +158,34 @@ struct KernelParams {
   typename T::TmaB tma_b;
   typename T::TmaD tma_d;  // valid when epi_mode == kEpiTma
   int epi_mode;            // EpiMode: how the epilogue stores D
-  int splits;          // K ranges per tile (1: no split-K)
+  Schedule sched;          // the persistent walk (gemm/schedule.hpp): data-parallel, split-K or stream-K
   float* partials;     // split-K: [tile][split][BM][BN] fp32 partial tiles
   unsigned* counters;  // split-K: per-tile count of finished ranges (zero on entry; reset by the last)
+  float* sk_partials;  // stream-K: one BM x BN fp32 partial per CTA of the grid, in accumulator order
+  int* sk_flags;       // stream-K: per CTA, 1 once its partial is published (zeroed by the launcher)
 };
 
-// Unit u of the persistent walk = (tile u / splits, K range u % splits): the ranges of one tile run
-// side by side. Range r covers k-tiles [r * k_tiles / splits, (r + 1) * k_tiles / splits).
-// 32-bit arithmetic throughout the walk: a 64-bit division is a subroutine call on the GPU, and
-// its calling convention spilled the producer (split <= 16 and k_tiles < 2^25 keep it exact).
-__device__ __forceinline__ void k_range(int split, int splits, int k_tiles, int& begin, int& end) {
-  begin = split * k_tiles / splits;
-  end = (split + 1) * k_tiles / splits;
+// This CTA's position in the grid and the grid's size, read where used: in registers across the
+// persistent loop they spilled the 128x256 tile's consumers, which have none to spare.
+__device__ __forceinline__ int cta_index() {
+  int v;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(v));
+  return v;
+}
+__device__ __forceinline__ int grid_size() {
+  int v;
+  asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(v));
+  return v;
+}
+
+// Stream-K flags: a release store after the partial, an acquire load before reading it.
+__device__ __forceinline__ void store_release(int* p, int v) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ int load_acquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
 }
 
 // The CTA's i-th tile of the persistent walk -> (batch, tile_m, tile_n); grouped raster per batch.
@@ -221,13 +241,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   else __syncthreads();
 
   const GemmParams& g = p.g;
-  // Units of the persistent walk: (cluster tile, K range); a cluster tile is ClusterM x ClusterN tiles
-  // (a rank past the last M tile loads zeros by TMA and writes nothing).
+  // Work items of the persistent walk (gemm/schedule.hpp): (cluster tile, k-tile range); a cluster
+  // tile is ClusterM x ClusterN tiles (a rank past the last tile loads zeros by TMA, writes nothing).
   const int tiles_m = (g.m + BM - 1) / BM, tiles_n = (g.n + BN - 1) / BN;
   const int tiles_mc = (tiles_m + ClusterM - 1) / ClusterM, tiles_nc = (tiles_n + ClusterN - 1) / ClusterN;
-  const int units = tiles_mc * tiles_nc * g.batch * p.splits;  // < 2^31: checked by the launcher
-  const int first_unit = int(blockIdx.x) / kCluster, unit_step = int(gridDim.x) / kCluster;
-  const int k_tiles = (g.k + BK - 1) / BK;
+  // Workers of the walk: the clusters (count and index re-read where used: see grid_size).
 
   Tensor sA = make_tensor(make_smem_ptr(smem.a), typename T::SmemLayoutA{});  // (BM,BK,PIPE)
   Tensor sB = make_tensor(make_smem_ptr(smem.b), typename T::SmemLayoutB{});  // (BN,BK,PIPE)
@@ -249,12 +267,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       Tensor tBsB = tma_b.partition_D(sB);  // (TMA,TMA_N,TMA_K,PIPE)
       int stage = 0;
       uint32_t phase = 0;
-      for (int unit = first_unit; unit < units; unit += unit_step) {
-        const TileCoord c = cta_tile(unit / p.splits, tiles_mc, tiles_nc, cta_rank, ClusterM, ClusterN);
+      Walk walk(p.sched, int(blockIdx.x) / kCluster);
+      for (WorkItem w; walk.next(p.sched, int(blockIdx.x) / kCluster, int(gridDim.x) / kCluster, w);) {
+        const TileCoord c = cta_tile(w.tile, tiles_mc, tiles_nc, cta_rank, ClusterM, ClusterN);
         const int la = g.batch_stride_a ? c.l : 0, lb = g.batch_stride_b ? c.l : 0;
-        int kt_begin, kt_end;
-        k_range(unit % p.splits, p.splits, k_tiles, kt_begin, kt_end);
-        for (int kt = kt_begin; kt < kt_end; ++kt) {
+        for (int kt = w.kt_begin; kt < w.kt_end; ++kt) {
           EmptyBarrier::wait(&smem.empty[stage], phase ^ 1);  // a fresh barrier passes parity 1
           FullBarrier::arrive_and_expect_tx(&smem.full[stage], T::kTxBytes);
           constexpr uint16_t kAll = uint16_t((1 << kCluster) - 1);  // multicast to every CTA of the cluster
@@ -315,20 +332,21 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
 
   int stage = 0;
   uint32_t phase = 0;
-  for (int unit = first_unit; unit < units; unit += unit_step) {
-    const int split = unit % p.splits;
-    const TileCoord c = cta_tile(unit / p.splits, tiles_mc, tiles_nc, cta_rank, ClusterM, ClusterN);
-    const long long tile = ((long long)c.l * tiles_m + c.m) * tiles_n + c.n;  // this CTA's tile (split-K slots)
-    int kt_begin, kt_end;
-    k_range(split, p.splits, k_tiles, kt_begin, kt_end);
+  const Schedule& sched = p.sched;
+  Walk walk(sched, cta_index() / kCluster);
+  for (WorkItem w; walk.next(sched, cta_index() / kCluster, grid_size() / kCluster, w);) {
+    // The item's roles as predicates, so that only the tile, range and k-tile count stay in
+    // registers across the mainloop (the 128x256 tile has none to spare next to its accumulators).
+    const bool sk_publisher = sk_publishes(sched, w), sk_owner = sk_folds(sched, w);
+    const int split = w.split, k_count = w.kt_end - w.kt_begin;
 
     // Mainloop: one batch of BK/16 WGMMAs per k-tile; the previous batch retires while the next
     // one is issued, and only then is its stage handed back to the producer.
     mma.accumulate_ = GMMA::ScaleOut::Zero;
-    if (kt_begin == kt_end) clear(acc);
+    if (k_count == 0) clear(acc);
     warpgroup_fence_operand(acc);
     int prev_stage = -1;
-    for (int kt = kt_begin; kt < kt_end; ++kt) {
+    for (int kt = 0; kt < k_count; ++kt) {
       FullBarrier::wait(&smem.full[stage], phase);
       warpgroup_arrive();
       CUTE_UNROLL
@@ -346,6 +364,41 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     if (prev_stage >= 0) release(prev_stage);
     warpgroup_fence_operand(acc);
 
+    // Stream-K fix-up (gemm/schedule.hpp). One partial slot per CTA (only a share's first item can
+    // start inside a tile), numbered rank * workers + worker so that the later workers' partials of
+    // a tile follow each other; a partial is the accumulators in fragment order (float4 i of
+    // consumer thread t at i * kThreadsC + t: coalesced, no staging). A publisher stores it and
+    // raises its flag; the owner waits for the later workers' flags (they computed their part
+    // first thing in their shares), adds their partials in worker order (the same bits whichever
+    // finished first) and goes on to the normal epilogue.
+    if (sk_publisher || sk_owner) {
+      constexpr int kThreadsC = 128 * T::kConsumers, kVecs = BN / 8;  // float4s of accumulators per thread
+      const int sk_slot = cta_rank * (grid_size() / kCluster) + cta_index() / kCluster;
+      if (sk_publisher) {
+        float4* const part = reinterpret_cast<float4*>(p.sk_partials) + size_t(sk_slot) * (BM * BN / 4) + ctid;
+        CUTE_UNROLL
+        for (int i = 0; i < kVecs; ++i)
+          __stcg(part + i * kThreadsC, make_float4(acc(4 * i), acc(4 * i + 1), acc(4 * i + 2), acc(4 * i + 3)));
+        __threadfence();
+        cutlass::arch::NamedBarrier::arrive_and_wait(kThreadsC, T::kConsumers + 1);
+        if (ctid == 0) store_release(p.sk_flags + sk_slot, 1);
+        continue;
+      }
+      for (int v = cta_index() / kCluster + 1, slot = sk_slot + 1; sk_folds_from(sched, w, v, grid_size() / kCluster);
+           ++v, ++slot) {
+        while (load_acquire(p.sk_flags + slot) == 0) {
+        }
+        const float4* const part = reinterpret_cast<const float4*>(p.sk_partials) + size_t(slot) * (BM * BN / 4) + ctid;
+        CUTE_UNROLL
+        for (int i = 0; i < kVecs; ++i) {
+          const float4 x = __ldcg(part + i * kThreadsC);
+          acc(4 * i) += x.x, acc(4 * i + 1) += x.y, acc(4 * i + 2) += x.z, acc(4 * i + 3) += x.w;
+        }
+      }
+    }
+
+    // The tile's coordinates, only now: registers kept across the mainloop spilled a 128x256 tile.
+    const TileCoord c = cta_tile(w.tile, tiles_mc, tiles_nc, cta_rank, ClusterM, ClusterN);
     if (c.m >= tiles_m || c.n >= tiles_n) continue;  // a cluster rank past the last tile: nothing to write
 
     // The accumulators leave through this warpgroup's smem staging buffer, one 64 x kEpiN sub-tile
@@ -484,17 +537,18 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       }
       continue;
     }
-    if (p.splits == 1) {
+    if (sched.splits == 1) {
       staged(store);
       continue;
     }
 
+    constexpr int kCThreads = 128 * T::kConsumers;
     // Split-K: publish this range's partial tile (row-major BM x BN fp32, coalesced), count the
     // range in, and let only the tile's last range go on. It sums every range's partial from the
     // workspace (its own too, so the accumulators are dead by then: no register pressure) in range
     // order, p_0 + p_1 + ...: the same bits whichever range finished last.
-    constexpr int kCThreads = 128 * T::kConsumers;
-    float* const tile_partials = p.partials + tile * p.splits * (BM * BN);
+    const long long tile = ((long long)c.l * tiles_m + c.m) * tiles_n + c.n;  // this CTA's tile: its slots
+    float* const tile_partials = p.partials + tile * sched.splits * (BM * BN);
     float* const mine = tile_partials + split * (BM * BN);
     staged([&](int row, int col, float (&v)[8]) {
       float4* dst = reinterpret_cast<float4*>(mine + row * BN + col);
@@ -505,7 +559,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     cutlass::arch::NamedBarrier::arrive_and_wait(kCThreads, T::kConsumers + 1);
     if (ctid == 0) {
       const unsigned done = atomicAdd(p.counters + tile, 1u);
-      const bool last = done == unsigned(p.splits - 1);
+      const bool last = done == unsigned(sched.splits - 1);
       if (last) p.counters[tile] = 0;  // ready for the next call on this workspace
       smem.splitk_last = last;
     }
@@ -529,7 +583,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       if constexpr (kGroup == 1) {  // range 0, then one range per round trip
         CUTE_UNROLL
         for (int q = 0; q < kPass; ++q) lo[q] = __ldcg(base + 256 * (p0 + q)), hi[q] = __ldcg(base + 256 * (p0 + q) + 1);
-        for (int r = 1; r < p.splits; ++r) {
+        for (int r = 1; r < sched.splits; ++r) {
           const float4* const part = base + size_t(r) * (BM * BN / 4);  // range r's partial
           float4 xl[kPass], xh[kPass];
           CUTE_UNROLL
@@ -541,11 +595,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
           }
         }
       } else {  // kGroup ranges per round trip, range 0 in the first group
-        for (int r0 = 0; r0 < p.splits; r0 += kGroup) {
+        for (int r0 = 0; r0 < sched.splits; r0 += kGroup) {
           float4 xl[kGroup][kPass], xh[kGroup][kPass];
           CUTE_UNROLL
           for (int g = 0; g < kGroup; ++g) {
-            if (r0 + g < p.splits) {
+            if (r0 + g < sched.splits) {
               const float4* const part = base + size_t(r0 + g) * (BM * BN / 4);  // range r0 + g's partial
               CUTE_UNROLL
               for (int q = 0; q < kPass; ++q)
@@ -557,7 +611,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
             if (r0 + g == 0) {
               CUTE_UNROLL
               for (int q = 0; q < kPass; ++q) lo[q] = xl[0][q], hi[q] = xh[0][q];
-            } else if (r0 + g < p.splits) {
+            } else if (r0 + g < sched.splits) {
               CUTE_UNROLL
               for (int q = 0; q < kPass; ++q) {
                 lo[q].x += xl[g][q].x, lo[q].y += xl[g][q].y, lo[q].z += xl[g][q].z, lo[q].w += xl[g][q].w;

@@ -2,11 +2,13 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 
 #include "gemm/launch_batched.hpp"
+#include "gemm/schedule.hpp"
 #include "gemm/sm90/config_shape.hpp"
 #include "gemm/sm90/kernel.cuh"
 #include "gemm/sm90/launch.hpp"
@@ -32,7 +34,7 @@ inline int forced_epilogue() {
 }
 
 template <int Cfg, int DT, bool AKMajor, bool BKMajor>
-cudaError_t launch(const GemmParams& p, int sm_count, const SplitK& split, cudaStream_t stream) {
+cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, cudaStream_t stream) {
   using T = TraitsOf<Cfg, DT, AKMajor, BKMajor>;
   using S = ConfigShape<Cfg>;
   static_assert(T::kSmemBytes == smem_bytes_for(S::BM, S::BN, S::BK, S::Stages), "host smem formula is stale");
@@ -73,23 +75,35 @@ cudaError_t launch(const GemmParams& p, int sm_count, const SplitK& split, cudaS
 
   return launch_batched(p, [&](const GemmParams& q) {
     const long long tiles = (long long)((q.m + T::BM - 1) / T::BM) * ((q.n + T::BN - 1) / T::BN) * q.batch;
-    KernelParams<T> kp{q, T::make_tma_a(q), T::make_tma_b(q), {}, kEpiStaged, split.splits, nullptr, nullptr};
-    kp.epi_mode = T::epilogue_mode(q, split.splits, forced_epilogue());
-    if (kp.epi_mode == kEpiTma) kp.tma_d = T::make_tma_d(q);
-    if (split.splits > 1) {
-      // Layout of gemm_impl::splitk_bytes: partial tiles, then one counter per tile (zeroed here;
-      // the kernel leaves them zero again).
-      kp.partials = static_cast<float*>(split.workspace);
-      kp.counters = reinterpret_cast<unsigned*>(kp.partials + tiles * split.splits * T::BM * T::BN);
-      if (cudaError_t e = cudaMemsetAsync(kp.counters, 0, tiles * sizeof(unsigned), stream); e != cudaSuccess)
-        return e;
-    }
-    // Persistent: at most one CTA per SM, each cluster walking its units cluster_id, + clusters, ...
+    // The walk (gemm/schedule.hpp) over cluster tiles: ClusterM x ClusterN tiles walked together.
     const long long tiles_mc = ((q.m + T::BM - 1) / T::BM + T::ClusterM - 1) / T::ClusterM;
     const long long tiles_nc = ((q.n + T::BN - 1) / T::BN + T::ClusterN - 1) / T::ClusterN;
-    const long long units = tiles_mc * tiles_nc * q.batch * split.splits;
-    if (units > 0x7fffffffLL) return cudaErrorInvalidValue;  // the kernel walks units in 32 bits
-    cfg.gridDim = dim3(unsigned((units < clusters ? units : clusters) * T::kCluster));
+    const long long ctiles = tiles_mc * tiles_nc * q.batch;
+    const long long k_tiles = (q.k + T::BK - 1) / T::BK;
+    const bool stream_k = dec.stream_k && dec.splits == 1;
+    Schedule sched;
+    if (!make_schedule(ctiles, dec.splits, k_tiles, clusters, stream_k, &sched)) return cudaErrorInvalidValue;
+    // Persistent: at most one CTA per SM; stream-K shares go to every cluster the GPU holds at once.
+    const long long workers = sched.sk_units > 0 ? clusters : std::min<long long>(sched.units, clusters);
+
+    KernelParams<T> kp{q, T::make_tma_a(q), T::make_tma_b(q), {}, kEpiStaged, sched, nullptr, nullptr, nullptr, nullptr};
+    kp.epi_mode = T::epilogue_mode(q, dec.splits, forced_epilogue());
+    if (kp.epi_mode == kEpiTma) kp.tma_d = T::make_tma_d(q);
+    if (dec.splits > 1) {
+      // Layout of gemm_impl::splitk_bytes: partial tiles, then one counter per tile (zeroed here;
+      // the kernel leaves them zero again).
+      kp.partials = static_cast<float*>(dec.workspace);
+      kp.counters = reinterpret_cast<unsigned*>(kp.partials + tiles * dec.splits * T::BM * T::BN);
+      if (cudaError_t e = cudaMemsetAsync(kp.counters, 0, tiles * sizeof(unsigned), stream); e != cudaSuccess)
+        return e;
+    } else if (sched.sk_units > 0) {
+      // Layout of gemm_impl::streamk_bytes: one partial tile per CTA, then one flag per CTA.
+      const long long slots = workers * T::kCluster;
+      kp.sk_partials = static_cast<float*>(dec.workspace);
+      kp.sk_flags = reinterpret_cast<int*>(kp.sk_partials + slots * T::BM * T::BN);
+      if (cudaError_t e = cudaMemsetAsync(kp.sk_flags, 0, slots * sizeof(int), stream); e != cudaSuccess) return e;
+    }
+    cfg.gridDim = dim3(unsigned(workers * T::kCluster));
     return cudaLaunchKernelEx(&cfg, kernel, kp);
   });
 }

@@ -7,22 +7,24 @@
 
 namespace tessera::gemm_impl::sm90 {
 
-// Split-K (gemm/configs.hpp): `splits` K ranges per tile; with splits > 1, `workspace` holds
-// splitk_bytes(config, ...) bytes, 256-byte aligned (partial tiles, then per-tile counters).
-struct SplitK {
+// How the persistent grid cuts the work (gemm/schedule.hpp): `splits` K ranges per tile (split-K,
+// workspace: splitk_bytes), or with stream_k the tiles of the partial wave streamed across all
+// workers (workspace: streamk_bytes; ignored with splits > 1). The workspace is 256-byte aligned.
+struct Decomposition {
   int splits = 1;
+  bool stream_k = false;
   void* workspace = nullptr;
 };
 
 // `sm_count` sizes the persistent grid (one CTA per SM at most).
 template <int Cfg, int DT, bool AKMajor, bool BKMajor>
-cudaError_t launch(const GemmParams& p, int sm_count, const SplitK& split, cudaStream_t stream);
+cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, cudaStream_t stream);
 
 // Runs configuration `cfg` (an id of sm90/configs.def) for A/B dtype `dt` and the operand majors.
 // Precondition: K > 0 and both operands satisfy TMA's rules (16-byte base, leading dimension and
 // batch stride); gemm/api.cpp guarantees it.
 cudaError_t run(int cfg, int dt, bool a_k_major, bool b_k_major, const GemmParams& p, int sm_count,
-                const SplitK& split, cudaStream_t stream);
+                const Decomposition& dec, cudaStream_t stream);
 
 // Dynamic shared memory a configuration needs (bytes), for the heuristic and `tessera info`.
 int smem_bytes(int cfg);
