@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
 scripts/setup_deps.sh
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
+# Tests and tools explicitly on: scripts/test_python.sh may have configured this folder without them.
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_TESTS=ON -DTESSERA_BUILD_TOOLS=ON
 ninja -C "$build" -j "$jobs"
 python3 scripts/check_kernels.py "$build/libtessera.a"
 ctest --test-dir "$build" --output-on-failure -j "$jobs"

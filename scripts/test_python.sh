@@ -5,7 +5,8 @@
 #
 #   VENV=<dir>          the virtual environment (default build-python/venv; created with
 #                       --system-site-packages so an installed torch is used)
-#   BUILD_DIR=<dir>     the CMake build folder, kept for incremental rebuilds (default build-python/cmake)
+#   BUILD_DIR=<dir>     the CMake build folder, kept for incremental rebuilds (default build-python/cmake);
+#                       scripts/test.sh's folder (build) works too: its kernel objects are reused
 #   JOBS=<n>            parallel compile jobs (default: nproc)
 #   PYTHON=<python3>    the interpreter that creates the venv
 set -euo pipefail
