@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <set>
 #include <string>
+#include <vector>
 #include <thread>
 
 #include <cuda_runtime_api.h>
@@ -744,20 +745,33 @@ TEST(ApiChecks, SelectConfigValidatesFirst) {
   EXPECT_EQ(name, "untouched");
 }
 
-TEST(ApiChecks, SplitsOverrideIsValidatedBeforeTheDevice) {
+// The measurement overrides in the environment are validated before the device: a malformed value
+// is an argument error naming the variable (not silently the default).
+TEST(ApiChecks, EnvironmentOverridesAreValidatedBeforeTheDevice) {
   struct Env {
-    explicit Env(const char* v) { ::setenv("TESSERA_GEMM_SPLITS", v, 1); }
-    ~Env() { ::unsetenv("TESSERA_GEMM_SPLITS"); }
+    const char* name;
+    Env(const char* n, const char* v) : name(n) { ::setenv(n, v, 1); }
+    ~Env() { ::unsetenv(name); }
   };
-  for (const char* bad : {"0", "17", "-1", "2x", "many"}) {
-    Env e(bad);
-    const Status s = tessera::gemm(valid_args(), nullptr, nullptr, 0);
-    EXPECT_EQ(s.code, TESSERA_STATUS_INVALID_ARGUMENT) << bad << ": " << s.message;
-    EXPECT_TRUE(contains(s.message, "TESSERA_GEMM_SPLITS")) << s.message;
-  }
-  if (!has_cuda_device()) {  // a valid count gets as far as the missing device
-    Env e("4");
-    EXPECT_EQ(tessera::gemm(valid_args(), nullptr, nullptr, 0).code, TESSERA_STATUS_CUDA_ERROR);
+  struct Bad {
+    const char* var;
+    std::vector<const char*> values;
+    const char* good;
+  };
+  const Bad cases[] = {{"TESSERA_GEMM_SPLITS", {"0", "17", "-1", "2x", "many"}, "4"},
+                       {"TESSERA_GEMM_STREAMK", {"2", "-1", "yes", "1 "}, "1"},
+                       {"TESSERA_SM90_EPILOGUE", {"TMA", "smem", "fp32", "auto"}, "staged"}};
+  for (const Bad& c : cases) {
+    for (const char* bad : c.values) {
+      Env e(c.var, bad);
+      const Status s = tessera::gemm(valid_args(), nullptr, nullptr, 0);
+      EXPECT_EQ(s.code, TESSERA_STATUS_INVALID_ARGUMENT) << c.var << "=" << bad << ": " << s.message;
+      EXPECT_TRUE(contains(s.message, c.var)) << s.message;
+    }
+    if (!has_cuda_device()) {  // a valid value gets as far as the missing device
+      Env e(c.var, c.good);
+      EXPECT_EQ(tessera::gemm(valid_args(), nullptr, nullptr, 0).code, TESSERA_STATUS_CUDA_ERROR) << c.var;
+    }
   }
 }
 
