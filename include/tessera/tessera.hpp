@@ -92,7 +92,9 @@ struct GemmArgs {
 // stream).
 Status gemm(const GemmArgs& args, void* stream = nullptr, void* workspace = nullptr,
             size_t workspace_bytes = 0);
-// Workspace that lets every operand take the fastest path (0 when none is needed).
+// Workspace that lets every operand take the fastest path (0 when none is needed): zero-padded
+// copies of operands TMA cannot read, and on Hopper the split-K / stream-K partial tiles where the
+// heuristic cuts K. With less, gemm() still runs, on a slower path where needed.
 Status gemm_workspace_size(const GemmArgs& args, size_t* bytes);
 // Name of the configuration that gemm() would run for these args, given the workspace that
 // gemm_workspace_size() asks for (with less, unaligned problems run on simt_fallback).

@@ -211,8 +211,8 @@ def matmul(a: Tensor, b: Tensor, *, c: Optional[Tensor] = None, alpha: float = 1
     activation: None, "relu", "gelu" (erf form, torch's default), "gelu_tanh" (F.gelu's
     approximate="tanh") or "silu", applied last. Both are fused into the GEMM's epilogue: computed
     in fp32 on the accumulators, no extra pass over the output.
-    Runs on the current CUDA stream; workspace (only for operands that are not 16-byte aligned)
-    comes from PyTorch's caching allocator. Calls ``torch.ops.tessera.matmul`` (``matmul_out``).
+    Runs on the current CUDA stream; workspace (for operands that are not 16-byte aligned, and for
+    split-K / stream-K where the heuristic cuts K) comes from PyTorch's caching allocator. Calls ``torch.ops.tessera.matmul`` (``matmul_out``).
     """
     if activation is not None and activation not in _ACTIVATIONS:
         raise ValueError(f"activation: must be None or one of {sorted(_ACTIVATIONS)} (got {activation!r})")
