@@ -201,9 +201,7 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
     const size_t room = workspace_bytes > pad_bytes ? workspace_bytes - pad_bytes : 0;
     while (d.splits > 1 && gemm_impl::splitk_bytes(*cfg, p.m, p.n, p.batch, d.splits) > room) --d.splits;
     if (d.stream_k && (d.splits > 1 || gemm_impl::streamk_bytes(*cfg, dev.sm_count) > room)) d.stream_k = false;
-    gemm_impl::sm90::Decomposition dec;
-    dec.splits = d.splits;
-    dec.stream_k = d.stream_k;
+    gemm_impl::sm90::Decomposition dec{d};
     if (d.splits > 1 || d.stream_k) dec.workspace = static_cast<char*>(workspace) + pad_bytes;
     e = gemm_impl::sm90::run(cfg->id, plan.ab_dtype, plan.a.k_major, plan.b.k_major, p, dev.sm_count, dec, stream);
   }

@@ -188,11 +188,6 @@ Decomposition select_decomposition(const Config& c, long long m, long long n, lo
   return d;
 }
 
-double sm90_estimate_us(const Config& c, long long m, long long n, long long k, long long batch, int sm_count,
-                        const Decomposition& d) {
-  return sm90_cost(c, m, n, k, batch, sm_count, d.splits, d.stream_k);
-}
-
 size_t streamk_bytes(const Config& c, int sm_count) {
   const size_t slots = size_t(sm_count > 0 ? sm_count : 0);  // the grid has at most one CTA per SM
   return slots * c.bm * c.bn * sizeof(float) + (slots * sizeof(int) + 255) / 256 * 256;

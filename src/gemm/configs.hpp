@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "gemm/kernel_params.hpp"  // Decomposition
+
 namespace tessera::gemm_impl {
 
 enum class Kernel { Sm80, Sm90, Fallback };
@@ -58,28 +60,23 @@ constexpr int kSplitKBoundSms = 264;    // gemm_workspace_size covers GPUs with 
 int select_splits(const Config& c, long long m, long long n, long long k, long long batch, int sm_count);
 // Workspace for `splits` ranges: the fp32 partial tiles and one arrival counter per tile.
 size_t splitk_bytes(const Config& c, long long m, long long n, long long batch, int splits);
+
 // ---- stream-K (sm90 family; gemm/schedule.hpp) ---------------------------------------------------
 // When the tiles leave a partial last wave (or fewer tiles than SMs), the partial wave's tiles (plus
 // one full wave) are streamed: their k-tiles laid end to end and cut into one equal share per
 // worker, crossing tile boundaries; a tile cut between workers is finished by the worker that
 // holds its first k-tile, which adds the others' partials in worker order (deterministic).
 constexpr int kStreamKBoundSms[] = {78, 114, 132};  // gemm_workspace_size covers stream-K on these
-struct Decomposition {
-  int splits = 1;         // split-K ranges (1: none)
-  bool stream_k = false;  // stream-K (only with splits == 1)
-};
-// The decomposition of least estimated time for config `c` (data-parallel, split-K or stream-K).
+// The Decomposition of least estimated time for config `c` (data-parallel, split-K or stream-K).
 Decomposition select_decomposition(const Config& c, long long m, long long n, long long k, long long batch,
                                    int sm_count);
 // Workspace for stream-K on a GPU of `sm_count` SMs: one BM x BN fp32 partial and one flag per CTA
 // of the persistent grid.
 size_t streamk_bytes(const Config& c, int sm_count);
-// Estimated microseconds of config `c` on an sm90 device (the heuristic's cost model; for tests).
-double sm90_estimate_us(const Config& c, long long m, long long n, long long k, long long batch, int sm_count,
-                        const Decomposition& d);
 
-// Device-free upper bound (any sm90 config, any GPU up to kSplitKBoundSms SMs), for gemm_workspace_size;
-// forced_splits > 0 (TESSERA_GEMM_SPLITS) bounds that many ranges on every config instead.
+// Device-free upper bound (split-K: any sm90 config, any GPU up to kSplitKBoundSms SMs; stream-K:
+// the heuristic's choice on kStreamKBoundSms), for gemm_workspace_size; forced_splits > 0
+// (TESSERA_GEMM_SPLITS) bounds that many ranges on every config instead.
 size_t splitk_workspace_bound(long long m, long long n, long long k, long long batch, int forced_splits = 0);
 
 }  // namespace tessera::gemm_impl

@@ -36,6 +36,12 @@ struct EpilogueParams {
   int activation = kActNone;    // ActivationTag
 };
 
+// How the sm90 persistent grid cuts a problem (gemm/schedule.hpp, chosen by gemm/configs.cpp).
+struct Decomposition {
+  int splits = 1;         // split-K ranges (1: none)
+  bool stream_k = false;  // stream-K (only with splits == 1)
+};
+
 // One canonical GEMM: D (M x N, row-major) = A (M x K) * B^T where B is stored N x K.
 // A is K-major when a_stride_k == 1, else M-major (a_stride_m == 1); likewise B.
 struct GemmParams {

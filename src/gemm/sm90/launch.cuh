@@ -80,9 +80,8 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
     const long long tiles_nc = ((q.n + T::BN - 1) / T::BN + T::ClusterN - 1) / T::ClusterN;
     const long long ctiles = tiles_mc * tiles_nc * q.batch;
     const long long k_tiles = (q.k + T::BK - 1) / T::BK;
-    const bool stream_k = dec.stream_k && dec.splits == 1;
-    Schedule sched;
-    if (!make_schedule(ctiles, dec.splits, k_tiles, clusters, stream_k, &sched)) return cudaErrorInvalidValue;
+    Schedule sched;  // make_schedule streams only with splits == 1
+    if (!make_schedule(ctiles, dec.splits, k_tiles, clusters, dec.stream_k, &sched)) return cudaErrorInvalidValue;
     // Persistent: at most one CTA per SM; stream-K shares go to every cluster the GPU holds at once.
     const long long workers = sched.sk_units > 0 ? clusters : std::min<long long>(sched.units, clusters);
 
@@ -97,7 +96,8 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
       if (cudaError_t e = cudaMemsetAsync(kp.counters, 0, tiles * sizeof(unsigned), stream); e != cudaSuccess)
         return e;
     } else if (sched.sk_units > 0) {
-      // Layout of gemm_impl::streamk_bytes: one partial tile per CTA, then one flag per CTA.
+      // One partial tile per CTA of the grid, then one flag per CTA: within gemm_impl::streamk_bytes,
+      // which sizes both for one CTA per SM.
       const long long slots = workers * T::kCluster;
       kp.sk_partials = static_cast<float*>(dec.workspace);
       kp.sk_flags = reinterpret_cast<int*>(kp.sk_partials + slots * T::BM * T::BN);

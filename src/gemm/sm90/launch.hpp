@@ -7,12 +7,9 @@
 
 namespace tessera::gemm_impl::sm90 {
 
-// How the persistent grid cuts the work (gemm/schedule.hpp): `splits` K ranges per tile (split-K,
-// workspace: splitk_bytes), or with stream_k the tiles of the partial wave streamed across all
-// workers (workspace: streamk_bytes; ignored with splits > 1). The workspace is 256-byte aligned.
-struct Decomposition {
-  int splits = 1;
-  bool stream_k = false;
+// The decomposition (gemm_impl::Decomposition) and its workspace: splitk_bytes for split-K,
+// streamk_bytes for stream-K (ignored with splits > 1); 256-byte aligned.
+struct Decomposition : gemm_impl::Decomposition {
   void* workspace = nullptr;
 };
 
