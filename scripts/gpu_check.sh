@@ -47,7 +47,7 @@ fi
 if [ "$mode" = all ] || [ "$mode" = sanitize ]; then
   echo "== compute-sanitizer (memcheck, racecheck) on small cases"
   {
-    for cfg in sm90_128x192x64_s5_c2_coop sm90_128x256x64_s4_c2_coop sm90_128x128x64_s6_coop sm90_128x64x64_s8_c1x2_coop sm80_128x256x64_s3_w8 sm80_64x64x32_s3_w4 simt_fallback; do
+    for cfg in sm90_128x192x64_s5_c2_coop sm90_128x256x64_s4_c2_coop sm90_64x256x64_s5_c2_pingpong sm90_128x128x64_s6_coop sm90_128x64x64_s8_c1x2_coop sm80_128x256x64_s3_w8 sm80_64x64x32_s3_w4 simt_fallback; do
       for tool in memcheck racecheck; do
         echo "-- $tool $cfg"
         compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" gemm --m 200 --n 136 --k 72 \
@@ -72,13 +72,19 @@ if [ "$mode" = all ] || [ "$mode" = sanitize ]; then
         done
       done
     done
-    for cfg in sm90_128x128x64_s6_coop sm90_128x256x64_s4_c2_coop; do  # split-K fix-up, 5 ranges (> one group of 4)
+    for cfg in sm90_128x128x64_s6_coop sm90_128x256x64_s4_c2_coop sm90_64x256x64_s5_c2_pingpong; do  # split-K fix-up, 5 ranges (> one group of 4)
       for tool in memcheck racecheck; do
         echo "-- $tool $cfg split-K 5"
         TESSERA_GEMM_SPLITS=5 compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" gemm --m 300 \
           --n 520 --k 1000 --batch 2 --dtype bf16 --layout nt --beta 0.5 --config $cfg --verify --iters 1 --warmup 0 ||
           echo "SANITIZER_FAIL $tool $cfg split-K"
       done
+    done
+    for tool in memcheck racecheck; do  # ping-pong: several tiles per CTA, the warpgroups alternating
+      echo "-- $tool ping-pong, 140 tiles"
+      compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" gemm --m 8960 --n 256 --k 200 \
+        --dtype bf16 --layout tn --beta 0.5 --bias row --config sm90_64x256x64_s5_c2_pingpong --verify --iters 1 \
+        --warmup 0 || echo "SANITIZER_FAIL $tool ping-pong"
     done
     echo "-- memcheck padded path (unaligned K)"
     compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tools/tessera" gemm --m 130 --n 70 --k 33 \

@@ -20,9 +20,11 @@ std::vector<Config> build() {
   Config{id, Kernel::Sm80, name, bm, bn, bk, stages, (wm) * (wn), smem_of(bm, bn, bk, stages), 80, 999, reason},
 #include "gemm/sm80/configs.def"
 #undef TESSERA_SM80_CONFIG
-#define TESSERA_SM90_CONFIG(id, name, bm, bn, bk, stages, cluster_m, cluster_n, throughput, reason)        \
-  Config{id, Kernel::Sm90, name, bm, bn, bk, stages, 4 * (1 + (bm) / 64), sm90::smem_bytes_for(bm, bn, bk, stages), \
-         90, 90, reason, throughput, cluster_m, cluster_n},
+#define TESSERA_SM90_CONFIG(id, name, bm, bn, bk, stages, cluster_m, cluster_n, schedule, throughput, reason)   \
+  Config{id, Kernel::Sm90, name, bm, bn, bk, stages,                                                         \
+         4 * (1 + sm90::consumer_warpgroups(bm, sm90::schedule == sm90::kPingpong)),                             \
+         sm90::smem_bytes_for(bm, bn, bk, stages, sm90::schedule == sm90::kPingpong), 90, 90, reason, throughput, \
+         cluster_m, cluster_n, sm90::schedule == sm90::kPingpong},
 #include "gemm/sm90/configs.def"
 #undef TESSERA_SM90_CONFIG
   };
@@ -86,7 +88,7 @@ const Config* select_in(Kernel family, const HeuristicInput& in) {
 // although the mainloop halves, 1024^3 11.1 vs 18.6 us at 1 vs 2; only long K paid off
 // (128x4096x14336: 72.7 us unsplit, 60.6 at 2 ranges). About 10 us + 5 us per range.
 constexpr int kSm90SmemOptin = 227 * 1024;  // H100 / H200 dynamic shared memory per block (opt-in)
-constexpr double kSmFlopsPerUs = 6.0e6;   // per SM at throughput 100: ~790 TFLOP/s on 132 SMs
+constexpr double kSmFlopsPerUs = 6.45e6;  // per SM in the mainloop at throughput 100 (~850 TFLOP/s on 132 SMs)
 constexpr double kL2BytesPerUs = 6.5e6;   // L2 -> SM, whole GPU (H100: ~90% of the ~7 TB/s ncu peak)
 constexpr double kDramBytesPerUs = 3.0e6; // HBM3, ~90% of 3.35 TB/s
 // Where DRAM sets the pace (a side of 128: LLM decode shapes), a tile wider than the problem
@@ -105,9 +107,17 @@ constexpr double kSplitKPerRangeUs = 5.0;
 // (model 89 -> 74 before the fixed term), 3000^3 112.5 -> 99.1 (model 99 -> 80); where the model
 // saw only a few % to gain, streaming lost: 8192^3 1404 -> 1418 us, 6144^3 598 -> 678, 4096^3
 // 182 -> 203, 2048^3 (one wave either way) 28 -> 37, and the M = 128 decode shapes 5-15% (their
-// partial tiles are all the work). So it must promise kStreamKMinGain of the best other time.
+// partial tiles are all the work). So it must promise kStreamKMinGain of the best other time: with
+// the per-tile overhead below in the model, 1024x6144x4096 predicts 0.966 (measured 0.93), 8192^3
+// 0.985 (measured 1.01: streaming lost), the other big squares > 1.
 constexpr double kStreamKFixedUs = 12.0;
-constexpr double kStreamKMinGain = 0.95;
+constexpr double kStreamKMinGain = 0.97;
+// Per tile, a cooperative CTA's tensor cores idle while its consumers drain the last WGMMAs, store
+// the tile and restart on the next one: fitted to 8192 x 8192 x K on the H100 (128x256 pairs,
+// bf16, K = 512 ... 8192: 16 waves of 8.8 / 13.6 / 23.8 / 44.8 / 86.5 us = 0.65 us per k-tile +
+// 3.6 us), scaled by tile area. A ping-pong CTA's epilogue runs under the other warpgroup's
+// mainloop: it pays it once, at the end.
+constexpr double kTileOverheadUs = 3.6;   // per 128 x 256 tile
 
 double sm90_cost(const Config& c, long long m, long long n, long long k, long long batch, int sm_count, int splits,
                  bool stream_k = false) {
@@ -118,7 +128,8 @@ double sm90_cost(const Config& c, long long m, long long n, long long k, long lo
   const long long waves = (units + sm_count - 1) / sm_count;
   const long long k_tiles = ((k + c.bk - 1) / c.bk + splits - 1) / splits;
   const double tile_us = 2.0 * c.bm * c.bn * c.bk / (kSmFlopsPerUs * c.throughput / 100.0);  // one k-tile
-  double mma = double(waves) * k_tiles * tile_us;
+  const double overhead = kTileOverheadUs * c.bm * c.bn / (128.0 * 256.0);
+  double mma = double(waves) * k_tiles * tile_us + (c.pingpong ? 1.0 : double(waves)) * overhead;
   double fixup = splits > 1 ? kSplitKFixedUs + kSplitKPerRangeUs * splits : 0.0;
   if (stream_k && splits == 1) {  // the walk of gemm/schedule.hpp: per worker (cluster), in k-tiles
     const int cluster = c.cluster_m * c.cluster_n;
@@ -126,7 +137,7 @@ double sm90_cost(const Config& c, long long m, long long n, long long k, long lo
     if (workers > 0 && ctiles % workers != 0) {
       const long long sk = ctiles < workers ? ctiles : ctiles % workers + workers;
       const long long iters = (ctiles - sk) / workers * k_tiles + (sk * k_tiles + workers - 1) / workers;
-      mma = double(iters) * tile_us;
+      mma = double(iters) * tile_us + (c.pingpong ? 1.0 : double(iters) / k_tiles + 1.0) * overhead;
       fixup = kStreamKFixedUs + 2.0 * double(workers * cluster) * c.bm * c.bn * 4.0 / kL2BytesPerUs;
     }
   }

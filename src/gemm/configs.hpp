@@ -22,6 +22,7 @@ struct Config {
   int throughput = 100;  // sm90: % of the best config's FLOP rate on large problems (the cost model's weight)
   int cluster_m = 1;     // sm90: CTAs per cluster along M (sharing B by TMA multicast)
   int cluster_n = 1;     // sm90: CTAs per cluster along N (sharing A by TMA multicast)
+  bool pingpong = false; // sm90: two consumer warpgroups on alternating BM x BN tiles (else cooperative)
 };
 
 const std::vector<Config>& configs();

@@ -46,6 +46,7 @@ constexpr const char* kSm90Large = "sm90_128x256x64_s4_c2_coop";  // the preferr
 constexpr const char* kSm90Medium = "sm90_128x128x64_s6_coop";
 constexpr const char* kSm90Pair192 = "sm90_128x192x64_s5_c2_coop";  // partial last waves of 128x256
 constexpr const char* kSm90Small = "sm90_128x64x64_s8_c1x2_coop";
+constexpr const char* kSm90Pingpong = "sm90_64x256x64_s5_c2_pingpong";
 
 long long tiles(const Config& c, long long m, long long n, long long batch) {
   return ((m + c.bm - 1) / c.bm) * ((n + c.bn - 1) / c.bn) * batch;
@@ -93,7 +94,11 @@ TEST(ConfigTable, Consistent) {
       EXPECT_EQ(c.max_cc, 90) << "sm_90a SASS runs on cc 9.0 only";
       EXPECT_EQ(c.bm % 64, 0) << "64 rows per consumer warpgroup";
       EXPECT_EQ(c.bk % 64, 0) << "one 128-byte swizzle atom deep";
-      EXPECT_EQ(c.warps, 4 * (1 + c.bm / 64)) << "producer + consumer warpgroups";
+      EXPECT_EQ(c.warps, 4 * (1 + (c.pingpong ? 2 : c.bm / 64))) << "producer + consumer warpgroups";
+      if (c.pingpong) EXPECT_EQ(c.bm, 64) << "a ping-pong warpgroup owns a 64-row tile";
+      const std::string schedule = c.pingpong ? "_pingpong" : "_coop";
+      EXPECT_EQ(std::string(c.name).find(schedule), std::string(c.name).size() - schedule.size())
+          << "the name states the schedule";
       const std::string prefix = "sm90_" + std::to_string(c.bm) + "x" + std::to_string(c.bn) + "x" +
                                  std::to_string(c.bk) + "_s" + std::to_string(c.stages) + "_";
       EXPECT_EQ(std::string(c.name).rfind(prefix, 0), 0u) << "the name states the tile";
@@ -129,10 +134,20 @@ TEST(ConfigTable, OrderedFromLargestTileToSmallest) {
 }
 
 TEST(ConfigTable, Sm90SmemFormulaMatchesTheLayout) {
-  // The ring, the fp32 epilogue staging and the barriers, rounded to 1024 bytes.
-  EXPECT_EQ(ti::sm90::smem_bytes_for(128, 256, 64, 4), 4 * 384 * 64 * 2 + 2 * 64 * 40 * 4 + 1024);
-  EXPECT_EQ(ti::sm90::smem_bytes_for(128, 128, 64, 6) % 1024, 0);
-  EXPECT_GE(ti::sm90::smem_bytes_for(128, 128, 64, 6), 6 * 256 * 64 * 2 + 2 * 64 * 40 * 4 + 6 * 16);
+  // The ring, the epilogue buffers and the barriers, rounded to 1024 bytes. 128x256 in 4 stages has
+  // room for two 8 KB TMA-store sub-tiles per consumer warpgroup; 128x192 in 5 stages does not and
+  // keeps one buffer (the 10 KB fp32 staging, which the sub-tile shares).
+  EXPECT_EQ(ti::sm90::epilogue_buffers(128, 256, 64, 4, false), 2);
+  EXPECT_EQ(ti::sm90::smem_bytes_for(128, 256, 64, 4, false), 4 * 384 * 64 * 2 + 2 * 2 * 64 * 64 * 2 + 1024);
+  EXPECT_EQ(ti::sm90::epilogue_buffers(128, 192, 64, 5, false), 1);
+  EXPECT_EQ(ti::sm90::smem_bytes_for(128, 192, 64, 5, false), 5 * 320 * 64 * 2 + 2 * 64 * 40 * 4 + 1024);
+  EXPECT_EQ(ti::sm90::smem_bytes_for(128, 128, 64, 6, false) % 1024, 0);
+  EXPECT_GE(ti::sm90::smem_bytes_for(128, 128, 64, 6, false), 6 * 256 * 64 * 2 + 2 * 64 * 40 * 4 + 6 * 16);
+  // Ping-pong: two consumer warpgroups on 64-row tiles (two epilogue buffers' worth of staging).
+  EXPECT_EQ(ti::sm90::consumer_warpgroups(64, true), 2);
+  EXPECT_GE(ti::sm90::smem_bytes_for(64, 256, 64, 5, true), 5 * 320 * 64 * 2 + 2 * 64 * 40 * 4 + 5 * 16 + 16);
+  for (const Config& c : configs())
+    if (c.kernel == Kernel::Sm90) EXPECT_LE(c.smem_bytes, ti::sm90::kSmemOptinBytes) << c.name;
 }
 
 // ---- the Hopper family ------------------------------------------------------------------------------
@@ -339,6 +354,20 @@ TEST(Heuristic, Properties) {
 }
 
 }  // namespace
+
+// ---- ping-pong ---------------------------------------------------------------------------------------
+
+TEST(Heuristic, PingpongOnlyWhereTheEpilogueDominates) {
+  // H100, same run, 8192 x 8192 x K bf16: ping-pong on 64x256 tiles 508 vs 487 TFLOP/s for 128x256
+  // pairs at K = 512 (the cooperative tile's ~3.6 us epilogue and restart per tile is a third of
+  // it), 616 vs 632 at K = 1024, and 644 vs 795 at K = 8192 (twice the L2 -> SM bytes per FLOP).
+  EXPECT_STREQ(pick_tma(kH100, 8192, 8192, 512).name, kSm90Pingpong);
+  for (long long k : {1024LL, 2048LL, 4096LL, 8192LL}) EXPECT_STREQ(pick_tma(kH100, 8192, 8192, k).name, kSm90Large) << k;
+  // Decode shapes: a lone 64x256 tile per CTA streamed B at half the rate of 128x128 tiles
+  // (128x16384x4096: 117 vs 56 us); ties go to the earlier row, 128x128.
+  EXPECT_STREQ(pick_tma(kH100, 128, 16384, 4096).name, kSm90Medium);
+  EXPECT_STREQ(pick_tma(kH100, 16384, 128, 4096).name, kSm90Medium);
+}
 
 // ---- stream-K -----------------------------------------------------------------------------------------
 

@@ -1103,6 +1103,7 @@ TEST_P(GemmEpilogue, InPlaceAndKZero) {
 
 INSTANTIATE_TEST_SUITE_P(Configs, GemmEpilogue,
                          ::testing::Values("sm90_128x128x64_s6_coop", "sm90_128x192x64_s5_c2_coop",
+                                           "sm90_64x256x64_s5_c2_pingpong",
                                            "sm80_64x64x32_s3_w4", "simt_fallback"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return sanitize(i.param); });
 
@@ -1135,7 +1136,7 @@ Case cut_k_case(const char* cfg, tessera::BiasMode mode, tessera::Activation act
 TEST_F(GemmEpilogueSplitK, ForcedSplits) {
   const DeviceFacts f = device_facts();
   if (f.cc != 90) GTEST_SKIP() << "split-K runs on the sm90 path only (this device is sm_" << f.cc << ")";
-  for (const char* cfg : {"sm90_128x128x64_s6_coop", "sm90_128x192x64_s5_c2_coop"})
+  for (const char* cfg : {"sm90_128x128x64_s6_coop", "sm90_128x192x64_s5_c2_coop", "sm90_64x256x64_s5_c2_pingpong"})
     for (int splits : {2, 3}) {
       EnvGuard env("TESSERA_GEMM_SPLITS", std::to_string(splits));
       for (tessera::BiasMode mode : kBiasModes)
@@ -1155,7 +1156,8 @@ TEST_F(GemmEpilogueSplitK, ForcedStreamK) {
   const DeviceFacts f = device_facts();
   if (f.cc != 90) GTEST_SKIP() << "stream-K runs on the sm90 path only (this device is sm_" << f.cc << ")";
   EnvGuard env("TESSERA_GEMM_STREAMK", "1");
-  for (const char* cfg : {"sm90_128x128x64_s6_coop", "sm90_128x256x64_s4_c2_coop", "sm90_128x64x64_s8_c1x2_coop"})
+  for (const char* cfg : {"sm90_128x128x64_s6_coop", "sm90_128x256x64_s4_c2_coop", "sm90_128x64x64_s8_c1x2_coop",
+                          "sm90_64x256x64_s5_c2_pingpong"})
     for (tessera::BiasMode mode : kBiasModes)
       for (tessera::Activation act : {tessera::Activation::Gelu, tessera::Activation::Silu})
         for (int combo : {1, 2 | 4}) {

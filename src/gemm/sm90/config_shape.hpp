@@ -3,25 +3,50 @@
 
 namespace tessera::gemm_impl::sm90 {
 
+// The consumer warpgroups' schedule (kernel.cuh): both on one tile, or alternating tiles.
+enum KernelSchedule : int { kCooperative = 0, kPingpong = 1 };
+
 template <int Id>
 struct ConfigShape;
 
-#define TESSERA_SM90_CONFIG(id, name, bm, bn, bk, stages, cluster_m, cluster_n, throughput, reason) \
-  template <>                                                                            \
-  struct ConfigShape<id> {                                                               \
-    static constexpr int BM = bm, BN = bn, BK = bk, Stages = stages;                     \
-    static constexpr int ClusterM = cluster_m, ClusterN = cluster_n;                     \
+#define TESSERA_SM90_CONFIG(id, name, bm, bn, bk, stages, cluster_m, cluster_n, schedule, throughput, reason) \
+  template <>                                                                                      \
+  struct ConfigShape<id> {                                                                         \
+    static constexpr int BM = bm, BN = bn, BK = bk, Stages = stages;                               \
+    static constexpr int ClusterM = cluster_m, ClusterN = cluster_n;                               \
+    static constexpr bool Pingpong = (schedule) == kPingpong;                                      \
   };
 #include "gemm/sm90/configs.def"
 #undef TESSERA_SM90_CONFIG
 
+// Consumer warpgroups of a configuration: one per 64 rows of the tile (cooperative) or two.
+constexpr int consumer_warpgroups(int bm, bool pingpong) { return pingpong ? 2 : bm / 64; }
+
+// The epilogue's shared memory per consumer warpgroup (kernel.cuh): the 16-bit D leaves in 64 x 64
+// sub-tiles (8 KB) stored by TMA, double-buffered where shared memory allows (the next sub-tile is
+// written while the previous one's store still reads its buffer), else one buffer; the fp32 staging
+// (64 x 40 floats, 10 KB) reuses the same bytes.
+constexpr int kSmemOptinBytes = 232448;  // 227 KB: an H100's / H200's dynamic shared memory per block
+constexpr int kEpiStoreBytes = 64 * 64 * 2, kEpiStagingBytes = 64 * 40 * 4;
+constexpr int smem_bytes_with(int bm, int bn, int bk, int stages, bool pingpong, int epi_bytes) {
+  const int consumers = consumer_warpgroups(bm, pingpong);
+  const int bytes = stages * (bm + bn) * bk * 2 + consumers * epi_bytes + stages * 16 + (pingpong ? 16 : 8) +
+                    consumers * 4;
+  return (bytes + 1023) / 1024 * 1024;  // the storage struct is 1024-byte aligned
+}
+constexpr int epilogue_buffers(int bm, int bn, int bk, int stages, bool pingpong) {
+  return smem_bytes_with(bm, bn, bk, stages, pingpong, 2 * kEpiStoreBytes) <= kSmemOptinBytes ? 2 : 1;
+}
+constexpr int epilogue_bytes(int bm, int bn, int bk, int stages, bool pingpong) {
+  const int store = epilogue_buffers(bm, bn, bk, stages, pingpong) * kEpiStoreBytes;
+  return store > kEpiStagingBytes ? store : kEpiStagingBytes;
+}
+
 // Dynamic shared memory of a configuration, in plain C++ for the host table: the A and B rings,
-// the fp32 epilogue staging (64 x 40 per consumer warpgroup), the full/empty barriers and the
-// split-K flag, rounded to
-// the 1024-byte alignment of the storage struct. launch.cuh checks it against sizeof(SharedStorage).
-constexpr int smem_bytes_for(int bm, int bn, int bk, int stages) {
-  const int bytes = stages * (bm + bn) * bk * 2 + (bm / 64) * 64 * 40 * 4 + stages * 16 + 4;
-  return (bytes + 1023) / 1024 * 1024;
+// the epilogue buffers, the full/empty barriers, the ping-pong turn barriers and the split-K flags.
+// launch.cuh checks it against sizeof(SharedStorage).
+constexpr int smem_bytes_for(int bm, int bn, int bk, int stages, bool pingpong) {
+  return smem_bytes_with(bm, bn, bk, stages, pingpong, epilogue_bytes(bm, bn, bk, stages, pingpong));
 }
 
 }  // namespace tessera::gemm_impl::sm90

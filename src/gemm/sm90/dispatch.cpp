@@ -21,7 +21,7 @@ constexpr Row row() {
              {&launch<Cfg, kF16, false, false>, &launch<Cfg, kF16, false, true>, &launch<Cfg, kF16, true, false>,
               &launch<Cfg, kF16, true, true>, &launch<Cfg, kBF16, false, false>, &launch<Cfg, kBF16, false, true>,
               &launch<Cfg, kBF16, true, false>, &launch<Cfg, kBF16, true, true>},
-             smem_bytes_for(S::BM, S::BN, S::BK, S::Stages)};
+             smem_bytes_for(S::BM, S::BN, S::BK, S::Stages, S::Pingpong)};
 }
 
 const Row kRows[] = {

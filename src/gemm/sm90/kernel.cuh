@@ -4,12 +4,17 @@
 //   warpgroup 0 (producer, 56 registers): one elected thread walks the CTA's tiles and k-tiles and
 //     issues the TMA loads of A and B into the next free stage (waits on its `empty` barrier, arms
 //     its `full` barrier with the transaction byte count).
-//   warpgroups 1..BM/64 (consumers, 224 registers): cooperative on one BM x BN tile, each owns 64
-//     rows. Per k-tile: wait `full`, issue BK/16 WGMMAs 64xBNx16 reading A and B straight from
-//     smem, keep one batch in flight, and release the previous stage once its WGMMAs retired.
+//   two consumer warpgroups (224 registers), in one of two schedules:
+//     cooperative: both work on one BM x BN tile (BM = 128), each owns 64 rows; while they run the
+//       epilogue the tensor cores idle (the producer already fills the ring for the next tile).
+//     ping-pong: each works on its own 64 x BN tile, the CTA's work items alternating between them;
+//       their mainloops take turns (an mbarrier per warpgroup says "your turn"), so one's epilogue
+//       runs under the other's mainloop and the tensor cores stay busy across tile boundaries.
+//     Per k-tile: wait `full`, issue BK/16 WGMMAs 64xBNx16 reading A and B straight from smem,
+//     keep one batch in flight, and release the previous stage once its WGMMAs retired.
 //     Epilogue (EpiMode): a 16-bit D leaves as swizzled 64x64 sub-tiles stored by TMA, whose last
 //     store drains under the next tile's mainloop; fp32 D, beta*C and split-K go through fp32
-//     sub-tiles. The producer already fills the ring for the next tile meanwhile.
+//     sub-tiles.
 //
 // Work: a persistent walk over (tile, k-tile range) items (gemm/schedule.hpp): whole tiles, split-K
 // ranges, or stream-K shares whose partial tiles are folded into the owner's accumulators.
@@ -27,6 +32,7 @@
 #include "gemm/kernel_params.hpp"
 #include "gemm/raster.hpp"
 #include "gemm/schedule.hpp"
+#include "gemm/sm90/config_shape.hpp"
 
 namespace tessera::gemm_impl::sm90 {
 
@@ -51,15 +57,21 @@ CUTE_HOST_DEVICE auto operand_stride(int64_t ld, int64_t batch_stride) {
 // out by the threads (D not TMA-aligned). H100, 4096^3 bf16: 778 / 766 / 592 TFLOP/s.
 enum EpiMode : int { kEpiStaged = 0, kEpiTma = 1, kEpiSmem16 = 2, kEpiAuto = 3 };
 
-template <int BM_, int BN_, int BK_, int Stages_, int ClusterM_, int ClusterN_, int DT, bool AKMajor_, bool BKMajor_>
+template <int BM_, int BN_, int BK_, int Stages_, int ClusterM_, int ClusterN_, bool Pingpong_, int DT, bool AKMajor_,
+          bool BKMajor_>
 struct Traits {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, Stages = Stages_;
+  static constexpr bool Pingpong = Pingpong_;
   // Thread-block clusters of ClusterM x ClusterN CTAs (one of them 1): CTAs side by side along M
   // share the B tile, along N the A tile; each loads 1/ClusterM (1/ClusterN) of the shared box and
   // multicasts it into every CTA of the cluster.
   static constexpr int ClusterM = ClusterM_, ClusterN = ClusterN_, kCluster = ClusterM_ * ClusterN_;
   static constexpr bool AKMajor = AKMajor_, BKMajor = BKMajor_;
-  static constexpr int kConsumers = BM / 64;  // consumer warpgroups, 64 rows each
+  // Cooperative: BM / 64 consumer warpgroups on one tile, 64 rows each. Ping-pong: two, each on its
+  // own 64-row tile.
+  static constexpr int kTileWarpgroups = Pingpong ? 1 : BM / 64;  // consumer warpgroups per tile
+  static constexpr int kConsumers = Pingpong ? 2 : BM / 64;
+  static constexpr int kTileThreads = 128 * kTileWarpgroups;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   // setmaxnreg: ptxas compiles each role within its count (the producer spilled at 40 once it walked
   // split-K ranges and clusters); 128*56 + 256*224 = 64512 <= 64K registers.
@@ -82,7 +94,7 @@ struct Traits {
   using TiledMma = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<BN>, Int<BK>>,
                            AKMajor ? GMMA::Major::K : GMMA::Major::MN, BKMajor ? GMMA::Major::K : GMMA::Major::MN>(),
-      Layout<Shape<Int<kConsumers>, _1, _1>>{}));
+      Layout<Shape<Int<kTileWarpgroups>, _1, _1>>{}));
 
   // Host: TMA descriptors for (rows, K, batches). Broadcast operands (batch stride 0) get one batch.
   // The shared operand is multicast across the cluster: each CTA loads its part of the box.
@@ -129,6 +141,11 @@ struct Traits {
   }
   static constexpr uint32_t kTxBytes = (BM + BN) * BK * sizeof(Element);  // full boxes, OOB zero-filled
 
+  // Epilogue buffers per consumer warpgroup (config_shape.hpp): kEpiBuffers 16-bit 64 x 64 TMA-store
+  // sub-tiles (two where shared memory allows: one is filled while the other's store reads it), the
+  // same bytes as the fp32 staging below.
+  static constexpr int kEpiBuffers = epilogue_buffers(BM, BN, BK, Stages, Pingpong);
+  static constexpr int kEpiBytes = epilogue_bytes(BM, BN, BK, Stages, Pingpong);
   // Epilogue staging: one 64 x kEpiN fp32 sub-tile per consumer warpgroup. Row stride kEpiN + 8
   // floats = 8 (mod 32) words, so the float2 stores of a quarter warp (4 rows) hit distinct banks.
   static constexpr int kEpiN = 32, kEpiLd = kEpiN + 8;
@@ -136,17 +153,20 @@ struct Traits {
   struct SharedStorage {
     alignas(1024) Element a[cosize_v<SmemLayoutA>];  // 128-byte swizzle repeats every 1024 bytes
     alignas(1024) Element b[cosize_v<SmemLayoutB>];
-    alignas(16) float epi[kConsumers][64 * kEpiLd];
+    alignas(1024) float epi[kConsumers][kEpiBytes / 4];  // 128-byte swizzled TMA-store sub-tiles
     alignas(8) uint64_t full[Stages];
     uint64_t empty[Stages];
-    uint32_t splitk_last;  // split-K: "this unit finishes its tile", broadcast to the consumers
+    uint64_t turn[Pingpong ? 2 : 1];  // ping-pong: consumer warpgroup i may start its next mainloop
+    uint32_t splitk_last[kConsumers];  // split-K: "this unit finishes its tile", to the tile's threads
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
 
   static_assert(BM % 64 == 0 && kConsumers >= 1 && kConsumers <= 2, "64 rows per consumer warpgroup");
+  static_assert(!Pingpong || BM == 64, "ping-pong: each consumer warpgroup owns a whole 64-row tile");
   static_assert(kCluster <= 2 && ClusterM >= 1 && ClusterN >= 1, "clusters of 1 or 2 CTAs, along M or N");
   static_assert(BN % kEpiN == 0 && BK % 64 == 0, "tile vs swizzle atom / epilogue sub-tile");
-  static_assert(BN % kStoreN == 0 && cosize_v<SmemLayoutD> * sizeof(Element) <= 64 * kEpiLd * sizeof(float),
+  static_assert(BN % kStoreN == 0 && kEpiBuffers * cosize_v<SmemLayoutD> * sizeof(Element) <= kEpiBytes &&
+                    64 * kEpiLd * sizeof(float) <= kEpiBytes && kEpiBytes % 1024 == 0,
                 "the TMA-store sub-tile reuses a warpgroup's staging buffer");
 };
 
@@ -231,9 +251,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     if (p.epi_mode == kEpiTma) prefetch_tma_descriptor(p.tma_d.get_tma_descriptor());
     for (int s = 0; s < Stages; ++s) {
       FullBarrier::init(&smem.full[s], 1);                     // the producer's arrive + TMA bytes
-      // One arrive per consumer warp of every CTA in the cluster: a stage is refilled (by this CTA's
-      // TMA and, through multicast, by its peers') only once all of them have read it.
-      EmptyBarrier::init(&smem.empty[s], 4 * T::kConsumers * kCluster);
+      // One arrive per consumer warp (of the warpgroups on the stage's tile) of every CTA in the
+      // cluster: a stage is refilled (by this CTA's TMA and, through multicast, by its peers') only
+      // once all of them have read it.
+      EmptyBarrier::init(&smem.empty[s], 4 * T::kTileWarpgroups * kCluster);
+    }
+    if constexpr (T::Pingpong) {
+      EmptyBarrier::init(&smem.turn[0], 128);  // every thread of the other warpgroup arrives
+      EmptyBarrier::init(&smem.turn[1], 128);
     }
     cutlass::arch::fence_barrier_init();
   }
@@ -301,9 +326,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
 
   // ---------------- consumers ----------------
   cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
-  const int ctid = threadIdx.x - 128;  // 0 .. 128*kConsumers-1
+  const int wtid = threadIdx.x % 128;
+  // This thread among the tile's threads: both consumer warpgroups (cooperative) or its own (ping-pong).
+  const int ttid = T::Pingpong ? wtid : int(threadIdx.x) - 128;
   typename T::TiledMma mma;
-  auto thr_mma = mma.get_thread_slice(ctid);
+  auto thr_mma = mma.get_thread_slice(ttid);
   Tensor tCsA = thr_mma.partition_A(sA);                               // (MMA,MMA_M,MMA_K,PIPE)
   Tensor tCsB = thr_mma.partition_B(sB);                               // (MMA,MMA_N,MMA_K,PIPE)
   Tensor tCrA = thr_mma.make_fragment_A(tCsA);                         // smem descriptors
@@ -316,9 +343,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   const int wg_warp = warp % 4;
   float* epi = smem.epi[warp_group - 1];
   // Named barriers: 1..kConsumers one per consumer warpgroup (epilogue), kConsumers + 1 all
-  // consumers (split-K); 0 is __syncthreads.
+  // consumers (a cooperative tile's split-K / stream-K steps); 0 is __syncthreads.
   const int epi_barrier = warp_group;
-  const int wtid = threadIdx.x % 128;
+  const int tile_barrier = T::Pingpong ? epi_barrier : T::kConsumers + 1;
+  const int wg_row0 = T::Pingpong ? 0 : (warp_group - 1) * 64;  // this warpgroup's first row in the tile
 
   // A stage's WGMMAs retired: tell the producers of every CTA in the cluster (lane 0 of each warp).
   auto release = [&](int s) {
@@ -334,14 +362,36 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   uint32_t phase = 0;
   const Schedule& sched = p.sched;
   Walk walk(sched, cta_index() / kCluster);
-  for (WorkItem w; walk.next(sched, cta_index() / kCluster, grid_size() / kCluster, w);) {
+  // Ping-pong: the walk's items alternate between the warpgroups (the first is warpgroup 1's); each
+  // passes over the other's item, advancing its ring position by the stages that item uses.
+  // `turn_phase` is the parity of this warpgroup's next turn: a fresh barrier passes parity 1, so
+  // warpgroup 1 starts at once and warpgroup 2 waits for warpgroup 1's first mainloop.
+  uint32_t turn_phase = warp_group == 1 ? 1 : 0;
+  auto next_item = [&](WorkItem& w, bool pass_one) {
+    if constexpr (T::Pingpong) {
+      if (pass_one) {
+        if (!walk.next(sched, cta_index() / kCluster, grid_size() / kCluster, w)) return false;
+        const int t = stage + (w.kt_end - w.kt_begin);
+        phase ^= (t / Stages) & 1;
+        stage = t % Stages;
+      }
+    }
+    return walk.next(sched, cta_index() / kCluster, grid_size() / kCluster, w);
+  };
+  WorkItem w;
+  for (bool pass_one = warp_group == 2; next_item(w, pass_one); pass_one = true) {
     // The item's roles as predicates, so that only the tile, range and k-tile count stay in
     // registers across the mainloop (the 128x256 tile has none to spare next to its accumulators).
     const bool sk_publisher = sk_publishes(sched, w), sk_owner = sk_folds(sched, w);
     const int split = w.split, k_count = w.kt_end - w.kt_begin;
 
     // Mainloop: one batch of BK/16 WGMMAs per k-tile; the previous batch retires while the next
-    // one is issued, and only then is its stage handed back to the producer.
+    // one is issued, and only then is its stage handed back to the producer. Ping-pong: wait for
+    // this warpgroup's turn; once its last batch is issued, the other warpgroup's.
+    if constexpr (T::Pingpong) {
+      EmptyBarrier::wait(&smem.turn[warp_group - 1], turn_phase);
+      turn_phase ^= 1;
+    }
     mma.accumulate_ = GMMA::ScaleOut::Zero;
     if (k_count == 0) clear(acc);
     warpgroup_fence_operand(acc);
@@ -360,6 +410,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       prev_stage = stage;
       if (++stage == Stages) { stage = 0; phase ^= 1; }
     }
+    if constexpr (T::Pingpong) EmptyBarrier::arrive(&smem.turn[2 - warp_group]);
     warpgroup_wait<0>();
     if (prev_stage >= 0) release(prev_stage);
     warpgroup_fence_operand(acc);
@@ -367,31 +418,31 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     // Stream-K fix-up (gemm/schedule.hpp). One partial slot per CTA (only a share's first item can
     // start inside a tile), numbered rank * workers + worker so that the later workers' partials of
     // a tile follow each other; a partial is the accumulators in fragment order (float4 i of
-    // consumer thread t at i * kThreadsC + t: coalesced, no staging). A publisher stores it and
+    // the tile's thread t at i * kTileThreads + t: coalesced, no staging). A publisher stores it and
     // raises its flag; the owner waits for the later workers' flags (they computed their part
     // first thing in their shares), adds their partials in worker order (the same bits whichever
     // finished first) and goes on to the normal epilogue.
     if (sk_publisher || sk_owner) {
-      constexpr int kThreadsC = 128 * T::kConsumers, kVecs = BN / 8;  // float4s of accumulators per thread
+      constexpr int kTileThreads = T::kTileThreads, kVecs = BN / 8;  // float4s of accumulators per thread
       const int sk_slot = cta_rank * (grid_size() / kCluster) + cta_index() / kCluster;
       if (sk_publisher) {
-        float4* const part = reinterpret_cast<float4*>(p.sk_partials) + size_t(sk_slot) * (BM * BN / 4) + ctid;
+        float4* const part = reinterpret_cast<float4*>(p.sk_partials) + size_t(sk_slot) * (BM * BN / 4) + ttid;
         CUTE_UNROLL
         for (int i = 0; i < kVecs; ++i)
-          __stcg(part + i * kThreadsC, make_float4(acc(4 * i), acc(4 * i + 1), acc(4 * i + 2), acc(4 * i + 3)));
+          __stcg(part + i * kTileThreads, make_float4(acc(4 * i), acc(4 * i + 1), acc(4 * i + 2), acc(4 * i + 3)));
         __threadfence();
-        cutlass::arch::NamedBarrier::arrive_and_wait(kThreadsC, T::kConsumers + 1);
-        if (ctid == 0) store_release(p.sk_flags + sk_slot, 1);
+        cutlass::arch::NamedBarrier::arrive_and_wait(kTileThreads, tile_barrier);
+        if (ttid == 0) store_release(p.sk_flags + sk_slot, 1);
         continue;
       }
       for (int v = cta_index() / kCluster + 1, slot = sk_slot + 1; sk_folds_from(sched, w, v, grid_size() / kCluster);
            ++v, ++slot) {
         while (load_acquire(p.sk_flags + slot) == 0) {
         }
-        const float4* const part = reinterpret_cast<const float4*>(p.sk_partials) + size_t(slot) * (BM * BN / 4) + ctid;
+        const float4* const part = reinterpret_cast<const float4*>(p.sk_partials) + size_t(slot) * (BM * BN / 4) + ttid;
         CUTE_UNROLL
         for (int i = 0; i < kVecs; ++i) {
-          const float4 x = __ldcg(part + i * kThreadsC);
+          const float4 x = __ldcg(part + i * kTileThreads);
           acc(4 * i) += x.x, acc(4 * i + 1) += x.y, acc(4 * i + 2) += x.z, acc(4 * i + 3) += x.w;
         }
       }
@@ -405,7 +456,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     // at a time, as 8 consecutive fp32 of one row per thread and step: emit(row, col, v[8]) gets
     // tile-relative coordinates (row < BM, col < BN, col % 8 == 0).
     constexpr int kEpiN = T::kEpiN, kLd = T::kEpiLd, kChunksPerRow = kEpiN / 8;
-    const int wg_row0 = (warp_group - 1) * 64;
     auto staged = [&](auto&& emit) {
       CUTE_UNROLL
       for (int sub = 0; sub < BN / kEpiN; ++sub) {
@@ -437,15 +487,19 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     };
 
     if (p.epi_mode != kEpiStaged) {
-      // Per 64 x 64 sub-tile: wait until the previous TMA store has read the buffer (the last one
-      // of a tile drains under the next tile's mainloop), write the fragment as 16-bit pairs,
-      // make the writes visible to the async proxy, and let one thread issue the store.
+      // Per 64 x 64 sub-tile, in buffer sub % kEpiBuffers: wait until the TMA store that last read
+      // that buffer is done (the previous tile's last stores drain under this tile's mainloop; with
+      // two buffers the previous sub-tile's store runs while this one is written), write the
+      // fragment as 16-bit pairs, make the writes visible to the async proxy, and let one thread
+      // issue the store.
       const EpilogueParams& e = g.epi;
-      Tensor sD = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(epi)), typename T::SmemLayoutD{});  // (64,64)
-      Tensor mD = p.tma_d.get_tma_tensor(make_shape(g.m, g.n, g.batch));                                    // (M,N,L)
-      Tensor gD = local_tile(mD, Shape<_64, Int<T::kStoreN>>{}, make_coord(_, _, _));                       // (64,64,m,n,l)
+      auto buffer = [&](int sub) {  // (64,64) swizzled 16-bit sub-tile
+        return make_tensor(make_smem_ptr(reinterpret_cast<Element*>(epi) + (sub % T::kEpiBuffers) * (64 * T::kStoreN)),
+                           typename T::SmemLayoutD{});
+      };
+      Tensor mD = p.tma_d.get_tma_tensor(make_shape(g.m, g.n, g.batch));               // (M,N,L)
+      Tensor gD = local_tile(mD, Shape<_64, Int<T::kStoreN>>{}, make_coord(_, _, _));  // (64,64,m,n,l)
       auto tma_d = p.tma_d.get_slice(0);
-      Tensor tDsD = tma_d.partition_S(sD);  // (TMA,TMA_M,TMA_N)
       Tensor tDgD = tma_d.partition_D(gD);  // (TMA,TMA_M,TMA_N,m,n,l)
       const int row_in_wg = 16 * wg_warp + lane / 4;
       const int m_base = c.m * BM + wg_row0;
@@ -467,6 +521,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       // that the common one (no bias, no activation) stays a multiply and a convert per element.
       auto fill = [&](int sub, auto with_extras) {
         constexpr bool kExtras = decltype(with_extras)::value;
+        Tensor sD = buffer(sub);
         float bias_col[T::kStoreN / 8][2] = {};  // a per-column bias: this thread's 16 columns
         if constexpr (kExtras) {
           if (bias_per_col) {
@@ -502,7 +557,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       };
       CUTE_UNROLL
       for (int sub = 0; sub < BN / T::kStoreN; ++sub) {
-        if (p.epi_mode == kEpiTma && wtid == 0) tma_store_wait<0>();
+        if (p.epi_mode == kEpiTma && wtid == 0) {
+          if (sub == 0) tma_store_wait<0>();  // a tile may end on either buffer: all of them free
+          else tma_store_wait<T::kEpiBuffers - 1>();
+        }
         cutlass::arch::NamedBarrier::arrive_and_wait(128, epi_barrier);
         if (extras) fill(sub, cute::true_type{});
         else fill(sub, cute::false_type{});
@@ -510,7 +568,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
           tma_store_fence();
           cutlass::arch::NamedBarrier::arrive_and_wait(128, epi_barrier);
           if (wtid == 0 && m_base < g.m && c.n * BN + sub * T::kStoreN < g.n) {  // boxes wholly outside D: none
-            copy(p.tma_d, tDsD, tDgD(_, _, _, m_base / 64, (c.n * BN) / T::kStoreN + sub, c.l));
+            copy(p.tma_d, tma_d.partition_S(buffer(sub)), tDgD(_, _, _, m_base / 64, (c.n * BN) / T::kStoreN + sub, c.l));
             tma_store_arrive();
           }
         } else {
@@ -522,7 +580,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
             const int idx = it * 128 + wtid, r = idx / (T::kStoreN / 8), q = idx % (T::kStoreN / 8);
             const int m = m_base + r, n = c.n * BN + sub * T::kStoreN + 8 * q;
             if (m >= g.m || n >= g.n) continue;
-            const uint4 chunk = *reinterpret_cast<const uint4*>(&sD(r, 8 * q));
+            const uint4 chunk = *reinterpret_cast<const uint4*>(&buffer(sub)(r, 8 * q));
             Element* const dst = d + int64_t(m) * e.ldd + n;
             if (n + 8 <= g.n && e.d_vec) {
               *reinterpret_cast<uint4*>(dst) = chunk;
@@ -542,7 +600,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       continue;
     }
 
-    constexpr int kCThreads = 128 * T::kConsumers;
     // Split-K: publish this range's partial tile (row-major BM x BN fp32, coalesced), count the
     // range in, and let only the tile's last range go on. It sums every range's partial from the
     // workspace (its own too, so the accumulators are dead by then: no register pressure) in range
@@ -556,15 +613,16 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       __stcg(dst + 1, make_float4(v[4], v[5], v[6], v[7]));
     });
     __threadfence();
-    cutlass::arch::NamedBarrier::arrive_and_wait(kCThreads, T::kConsumers + 1);
-    if (ctid == 0) {
+    cutlass::arch::NamedBarrier::arrive_and_wait(T::kTileThreads, tile_barrier);
+    uint32_t& splitk_last = smem.splitk_last[T::Pingpong ? warp_group - 1 : 0];
+    if (ttid == 0) {
       const unsigned done = atomicAdd(p.counters + tile, 1u);
       const bool last = done == unsigned(sched.splits - 1);
       if (last) p.counters[tile] = 0;  // ready for the next call on this workspace
-      smem.splitk_last = last;
+      splitk_last = last;
     }
-    cutlass::arch::NamedBarrier::arrive_and_wait(kCThreads, T::kConsumers + 1);
-    if (!smem.splitk_last) continue;
+    cutlass::arch::NamedBarrier::arrive_and_wait(T::kTileThreads, tile_barrier);
+    if (!splitk_last) continue;
     __threadfence();
     // This warpgroup's 64 x BN rows: kIters chunks of 8 floats per thread (chunk `it` is number
     // it * 128 + wtid in row-major order), summed in registers (the accumulators are dead here) in

@@ -17,7 +17,8 @@ namespace tessera::gemm_impl::sm90 {
 
 template <int Cfg, int DT, bool AKMajor, bool BKMajor>
 using TraitsOf = Traits<ConfigShape<Cfg>::BM, ConfigShape<Cfg>::BN, ConfigShape<Cfg>::BK, ConfigShape<Cfg>::Stages,
-                        ConfigShape<Cfg>::ClusterM, ConfigShape<Cfg>::ClusterN, DT, AKMajor, BKMajor>;
+                        ConfigShape<Cfg>::ClusterM, ConfigShape<Cfg>::ClusterN, ConfigShape<Cfg>::Pingpong, DT, AKMajor,
+                        BKMajor>;
 
 // TESSERA_SM90_EPILOGUE = tma | smem16 | staged forces how D is stored where that can run (for
 // measurements); unset = the kernel's choice.
@@ -37,7 +38,7 @@ template <int Cfg, int DT, bool AKMajor, bool BKMajor>
 cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, cudaStream_t stream) {
   using T = TraitsOf<Cfg, DT, AKMajor, BKMajor>;
   using S = ConfigShape<Cfg>;
-  static_assert(T::kSmemBytes == smem_bytes_for(S::BM, S::BN, S::BK, S::Stages), "host smem formula is stale");
+  static_assert(T::kSmemBytes == smem_bytes_for(S::BM, S::BN, S::BK, S::Stages, S::Pingpong), "host smem formula is stale");
   auto* kernel = &gemm_kernel<T>;
 
   // Per device, once: raise the dynamic shared-memory limit (a per-context attribute) and ask how
