@@ -99,19 +99,22 @@ constexpr double kDramBytesPerUs = 3.0e6; // HBM3, ~90% of 3.35 TB/s
 constexpr double kDramPaddedBase = 0.4;
 constexpr double kSplitKFixedUs = 10.0;
 constexpr double kSplitKPerRangeUs = 5.0;
-// Stream-K: the streamed k-tiles are shared out evenly (the partial wave disappears); the fix-up is
-// every publisher's fp32 partial written to and read back from L2 by the owners, all at about the
-// same time (the shares end together): ~2 x CTAs x BM x BN x 4 bytes, plus a fixed cost fitted to
-// the H100 (bf16, same run, stream-K forced off / on): the flag memset, the shares' cold starts in
-// the middle of tiles, publishing and waiting. 1024x6144x4096 in 128x256 pairs ran 93.5 -> 87.1 us
-// (model 89 -> 74 before the fixed term), 3000^3 112.5 -> 99.1 (model 99 -> 80); where the model
-// saw only a few % to gain, streaming lost: 8192^3 1404 -> 1418 us, 6144^3 598 -> 678, 4096^3
-// 182 -> 203, 2048^3 (one wave either way) 28 -> 37, and the M = 128 decode shapes 5-15% (their
-// partial tiles are all the work). So it must promise kStreamKMinGain of the best other time: with
-// the per-tile overhead below in the model, 1024x6144x4096 predicts 0.966 (measured 0.93), 8192^3
-// 0.985 (measured 1.01: streaming lost), the other big squares > 1.
+// Stream-K: the partial wave's k-tiles are shared out evenly after the whole waves (the partial
+// wave disappears); the fix-up is every publisher's fp32 partial written to and read back from L2
+// by the owners, all at about the same time (the shares end together): ~2 x CTAs x BM x BN x 4
+// bytes, plus a fixed cost fitted to the H100 (bf16, same run, stream-K forced off / on): the flag
+// memset, the shares' cold starts in the middle of tiles, publishing and waiting (1024x6144x4096 in
+// 128x256 pairs: 93.5 -> 87.1 us, model 89 -> 74 before the fixed term). Streaming only the partial
+// wave, last (gemm/schedule.hpp), keeps the waves' L2 sharing: H100 same run, off -> on, 8192^3
+// 1388 -> 1369 us under ncu (DRAM 29% -> 31%; the earlier walk, which streamed the partial wave
+// plus one wave first, went 30% -> 38% and lost), 16384x4096x14336 2785 -> 2403, 1024x6144x4096
+// 92.3 -> 83.3, 6144^3 588.6 -> 586.5, but 4096^3 179.6 -> 187.8, 16384x28672x4096 5737 -> 5850,
+// 2048^3 27.8 -> 36.4, 3000^3 on 128x192 96.3 -> 102.1 and the decode shapes (128x4096x4096 20.6
+// -> 22.6) lose. The model predicts 0.985 of data-parallel for 8192^3 (measured 0.983), 1.088 for
+// 4096^3 (1.046), 1.001 for 16384x28672x4096 (1.020): streaming where it promises a 1% gain
+// (kStreamKMinGain) took the suite from 1.005x to 1.009x cuBLASLt, every switched shape faster.
 constexpr double kStreamKFixedUs = 12.0;
-constexpr double kStreamKMinGain = 0.97;
+constexpr double kStreamKMinGain = 0.99;
 // Per tile, a cooperative CTA's tensor cores idle while its consumers drain the last WGMMAs, store
 // the tile and restart on the next one: fitted to 8192 x 8192 x K on the H100 (128x256 pairs,
 // bf16, K = 512 ... 8192: 16 waves of 8.8 / 13.6 / 23.8 / 44.8 / 86.5 us = 0.65 us per k-tile +
@@ -135,7 +138,7 @@ double sm90_cost(const Config& c, long long m, long long n, long long k, long lo
     const int cluster = c.cluster_m * c.cluster_n;
     const long long workers = sm_count / cluster, ctiles = units / cluster;
     if (workers > 0 && ctiles % workers != 0) {
-      const long long sk = ctiles < workers ? ctiles : ctiles % workers + workers;
+      const long long sk = ctiles < workers ? ctiles : ctiles % workers;  // the partial wave
       const long long iters = (ctiles - sk) / workers * k_tiles + (sk * k_tiles + workers - 1) / workers;
       mma = double(iters) * tile_us + (c.pingpong ? 1.0 : double(iters) / k_tiles + 1.0) * overhead;
       fixup = kStreamKFixedUs + 2.0 * double(workers * cluster) * c.bm * c.bn * 4.0 / kL2BytesPerUs;

@@ -63,8 +63,8 @@ int select_splits(const Config& c, long long m, long long n, long long k, long l
 size_t splitk_bytes(const Config& c, long long m, long long n, long long batch, int splits);
 
 // ---- stream-K (sm90 family; gemm/schedule.hpp) ---------------------------------------------------
-// When the tiles leave a partial last wave (or fewer tiles than SMs), the partial wave's tiles (plus
-// one full wave) are streamed: their k-tiles laid end to end and cut into one equal share per
+// When the tiles leave a partial last wave (or fewer tiles than SMs), the partial wave's tiles are
+// streamed after the whole waves: their k-tiles laid end to end and cut into one equal share per
 // worker, crossing tile boundaries; a tile cut between workers is finished by the worker that
 // holds its first k-tile, which adds the others' partials in worker order (deterministic).
 constexpr int kStreamKBoundSms[] = {78, 114, 132};  // gemm_workspace_size covers stream-K on these

@@ -47,11 +47,14 @@ std::string check(long long tiles, int splits, int k_tiles, int workers, bool st
       if (b != w.kt_begin || e != w.kt_end) return "split-K range mismatch" + at;
     }
     for (int k = w.kt_begin; k < w.kt_end; ++k) ++covered[size_t(w.tile) * k_tiles + k];
+    const bool streamed = s.sk_units > 0 && w.tile >= ti::sk_first_tile(s);
+    if (s.sk_units > 0 && (it.index < s.dp_rounds) == streamed)
+      return "data-parallel tiles not first, or not dp_rounds of them" + at;
     if (ti::sk_publishes(s, w)) {
-      if (it.index != 0) return "a partial not at the start of a share" + at;
+      if (it.index != s.dp_rounds) return "a partial not at the start of a share" + at;
       publisher_of_worker[it.worker] = w.tile;
     }
-    if (w.tile >= s.sk_units && (w.kt_begin != 0 || w.kt_end != k_tiles) && s.splits == 1)
+    if (!streamed && (w.kt_begin != 0 || w.kt_end != k_tiles) && s.splits == 1)
       return "a data-parallel item that is not a whole tile" + at;
   }
   for (size_t i = 0; i < covered.size(); ++i)
@@ -67,18 +70,18 @@ std::string check(long long tiles, int splits, int k_tiles, int workers, bool st
     for (int v = it.worker + 1; ti::sk_folds_from(s, it.w, v, workers); ++v) {
       if (publisher_of_worker[v] != it.w.tile) return "owner waits on a worker that does not publish its tile" + at;
       ++folded[v];
-      // v's first item continues the tile where the previous share stopped.
+      // v's first item of its share continues the tile where the previous share stopped.
       const ti::WorkItem& first = [&]() -> const ti::WorkItem& {
         for (const Item& x : items)
-          if (x.worker == v && x.index == 0) return x.w;
+          if (x.worker == v && x.index == s.dp_rounds) return x.w;
         return it.w;
       }();
       if (first.kt_begin != end) return "partials do not continue the owner's range" + at;
       end = first.kt_end;
     }
     if (end != k_tiles) return "owner + partials do not cover the tile" + at;
-    if (it.index != [&] { int n = 0; for (const Item& x : items) n += x.worker == it.worker && x.w.tile < s.sk_units; return n - 1; }())
-      return "an owner item that is not the last of its share" + at;
+    if (it.index != [&] { int n = 0; for (const Item& x : items) n += x.worker == it.worker; return n - 1; }())
+      return "an owner item that is not the last of its walk" + at;
   }
   for (int v = 0; v < workers; ++v)
     if ((publisher_of_worker[v] >= 0) != (folded[v] == 1)) return "a partial folded " + std::to_string(folded[v]) + " times" + at;
@@ -103,15 +106,25 @@ TEST(Schedule, StreamKOnlyWhereTheTilesLeaveAPartialWave) {
   // Whole waves: data-parallel.
   ASSERT_TRUE(ti::make_schedule(264, 1, 64, 132, true, &s));
   EXPECT_EQ(s.sk_units, 0);
-  // 96 tiles on 66 workers (1024x6144 in 128x256 pairs): the partial wave + one wave = all 96, each
-  // worker 93 of the 6144 k-tiles (the first 6 one more) instead of 2 waves of 64.
+  // 96 tiles on 66 workers (1024x6144 in 128x256 pairs): one data-parallel wave, then the partial
+  // wave's 30 tiles streamed, each worker 29 of their 1920 k-tiles (the first 6 one more) instead
+  // of a second wave of 64.
   ASSERT_TRUE(ti::make_schedule(96, 1, 64, 66, true, &s));
-  EXPECT_EQ(s.sk_units, 96);
-  EXPECT_EQ(s.sk_iters, 93);
+  EXPECT_EQ(s.sk_units, 30);
+  EXPECT_EQ(s.dp_rounds, 1);
+  EXPECT_EQ(s.sk_iters, 29);
   EXPECT_EQ(s.sk_extra, 6);
-  // 289 tiles on 132: 25 + 132 streamed, 132 data-parallel.
+  // 289 tiles on 132: 2 data-parallel waves, then 25 tiles streamed.
+  ASSERT_TRUE(ti::make_schedule(289, 1, 16, 132, true, &s));
+  EXPECT_EQ(s.sk_units, 25);
+  EXPECT_EQ(s.dp_rounds, 2);
+  // Fewer tiles than workers: all streamed.
+  ASSERT_TRUE(ti::make_schedule(30, 1, 16, 132, true, &s));
+  EXPECT_EQ(s.sk_units, 30);
+  EXPECT_EQ(s.dp_rounds, 0);
+  // A partial wave with fewer k-tiles than workers: nothing to share out.
   ASSERT_TRUE(ti::make_schedule(289, 1, 3, 132, true, &s));
-  EXPECT_EQ(s.sk_units, 157);
+  EXPECT_EQ(s.sk_units, 0);
   // Fewer k-tiles in all than workers: nothing to share out.
   ASSERT_TRUE(ti::make_schedule(2, 1, 4, 132, true, &s));
   EXPECT_EQ(s.sk_units, 0);

@@ -974,14 +974,15 @@ TEST_F(GemmConfigSelection, SplitKSweep) {
 }
 
 // Stream-K forced on (TESSERA_GEMM_STREAMK=1): tiles cut among several workers (fewer tiles than
-// SMs, a tile spread over up to ~33 shares), the partial wave plus one wave streamed before
-// data-parallel tiles, ragged edges and cluster ranks past the last tile, batches, beta, fp32 D,
-// both D layouts; every result twice, bitwise equal (the fix-up adds the partials in worker order
+// SMs, a tile spread over up to ~33 shares), whole data-parallel waves and then the partial wave
+// streamed, ragged edges and cluster ranks past the last tile, batches, beta, fp32 D, both D
+// layouts; every result twice, bitwise equal (the fix-up adds the partials in worker order
 // whichever finishes first). gemm_workspace_size makes room for it.
 TEST_F(GemmConfigSelection, StreamKSweep) {
   const SweepShape shapes[] = {{300, 520, 1000, 2, 1, 0.5f},    // 30 tiles of 128x128 x 16 k-tiles: ~4 shares a tile
                                {256, 136, 4099, 1, 0, 0.0f},    // 4 tiles x 65 k-tiles: ~33 shares a tile
-                               {2100, 2100, 136, 1, 2, 0.0f},   // 289 tiles of 3 k-tiles: streamed, then data-parallel
+                               {2100, 2100, 1000, 1, 1, 0.0f},  // every config: whole waves, then a streamed partial wave
+                               {2100, 2100, 136, 1, 2, 0.0f},   // partial waves of too few k-tiles to share: data-parallel
                                {1000, 1000, 1000, 1, 3, -1.0f}, // 64 tiles x 16 k-tiles
                                {130, 70, 200, 1, 2, -1.0f}};    // 8 k-tiles in all: too few to stream
   EnvGuard env("TESSERA_GEMM_STREAMK", "1");
