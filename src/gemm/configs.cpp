@@ -87,7 +87,6 @@ const Config* select_in(Kernel family, const HeuristicInput& in) {
 // tiles, bf16, back-to-back launches): 128x4096x4096 ran 25.1/27.0/29.2/30.0 us at 1/2/3/4 ranges
 // although the mainloop halves, 1024^3 11.1 vs 18.6 us at 1 vs 2; only long K paid off
 // (128x4096x14336: 72.7 us unsplit, 60.6 at 2 ranges). About 10 us + 5 us per range.
-constexpr int kSm90SmemOptin = 227 * 1024;  // H100 / H200 dynamic shared memory per block (opt-in)
 constexpr double kSmFlopsPerUs = 6.45e6;  // per SM in the mainloop at throughput 100 (~850 TFLOP/s on 132 SMs)
 constexpr double kL2BytesPerUs = 6.5e6;   // L2 -> SM, whole GPU (H100: ~90% of the ~7 TB/s ncu peak)
 constexpr double kDramBytesPerUs = 3.0e6; // HBM3, ~90% of 3.35 TB/s
@@ -226,7 +225,7 @@ size_t splitk_workspace_bound(long long m, long long n, long long k, long long b
   // small: the GEMM then runs data-parallel (correct, maybe slower).
   if (forced_splits <= 0) {
     for (int sms : kStreamKBoundSms) {
-      const Config& c = select_config(HeuristicInput{m, n, k, batch, sms, 90, kSm90SmemOptin, true});
+      const Config& c = select_config(HeuristicInput{m, n, k, batch, sms, 90, sm90::kSmemOptinBytes, true});
       if (c.kernel == Kernel::Sm90 && select_decomposition(c, m, n, k, batch, sms).stream_k)
         most = std::max(most, streamk_bytes(c, sms));
     }
