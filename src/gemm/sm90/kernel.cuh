@@ -128,6 +128,18 @@ struct Traits {
     return make_tma_copy(SM90_TMA_STORE{}, g, SmemLayoutD{});
   }
   using TmaD = decltype(make_tma_d(GemmParams{}));
+  // Byte offset of element (row, col) in a SmemLayoutD sub-tile: 128-byte rows whose 16-byte chunks
+  // are permuted by Swizzle<3,4,3> (chunk index XOR row % 8; the buffers are 1024-byte aligned).
+  // The epilogue writes and reads the sub-tiles through 32-bit shared addresses built from this:
+  // CuTe applies the swizzle to the pointer's value, which hides that it points to shared memory,
+  // and the compiler then issued generic 64-bit ST.E / LD.E (more address arithmetic, and the
+  // generic path's latency before the TMA store's proxy fence). The CPU tests check it against
+  // CuTe's layout.
+  static constexpr int kStoreRowBytes = kStoreN * int(sizeof(Element));  // 128
+  static constexpr CUTE_HOST_DEVICE int store_offset(int row, int col) {
+    const int byte = col * int(sizeof(Element));
+    return row * kStoreRowBytes + ((((byte >> 4) ^ row) & 7) << 4) + (byte & 15);
+  }
   // How D leaves (EpiMode): when C is not read (beta = 0, the common ML case), a 16-bit D of the
   // operands' type goes out in 64 x 64 sub-tiles, by TMA when D meets TMA's rules (16-byte base,
   // leading dimension and batch stride), else by the threads. beta * C (read 16 bytes at a time
@@ -183,6 +195,9 @@ struct KernelParams {
   unsigned* counters;  // split-K: per-tile count of finished ranges (zero on entry; reset by the last)
   float* sk_partials;  // stream-K: one BM x BN fp32 partial per CTA of the grid, in accumulator order
   int* sk_flags;       // stream-K: per CTA, 1 once its partial is published (zeroed by the launcher)
+  // Tiles along M and N, and cluster tiles: read from the parameter space where used (computed in
+  // the kernel they lived in registers across the persistent loop and spilled the 128x128 tile).
+  int tiles_m, tiles_n, tiles_mc, tiles_nc;
 };
 
 // This CTA's position in the grid and the grid's size, read where used: in registers across the
@@ -229,6 +244,16 @@ __device__ __forceinline__ TileCoord cta_tile(int ctile, int tiles_mc, int tiles
   return c;
 }
 
+// Two fp32 values rounded to a 16-bit pair, `lo` in the low half (one cvt; going through an
+// Element[2] array and a pointer cast left an 8-byte stack frame in the 128x128 kernel).
+template <class Element>
+CUTE_DEVICE uint32_t pack_pair(float lo, float hi) {
+  uint32_t r;
+  if constexpr (std::is_same_v<Element, cute::bfloat16_t>) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  else asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_constant__ KernelParams<T> p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -262,14 +287,17 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     }
     cutlass::arch::fence_barrier_init();
   }
-  if constexpr (kCluster > 1) cluster_sync();  // peers' barriers are initialised before any multicast
+  // Clusters: the peers' barriers must be initialised before any multicast or remote arrive. Every
+  // thread arrives now and waits only just before its first use of the pipeline (the producer before
+  // its first TMA, the consumers before their mainloop), so that the barrier's round trip overlaps
+  // the walk and tensor set-up (H100 probes: ~1300 cycles from entry to a passed cluster_sync).
+  if constexpr (kCluster > 1) cluster_arrive_relaxed();  // fence_barrier_init released the inits
   else __syncthreads();
 
   const GemmParams& g = p.g;
   // Work items of the persistent walk (gemm/schedule.hpp): (cluster tile, k-tile range); a cluster
   // tile is ClusterM x ClusterN tiles (a rank past the last tile loads zeros by TMA, writes nothing).
-  const int tiles_m = (g.m + BM - 1) / BM, tiles_n = (g.n + BN - 1) / BN;
-  const int tiles_mc = (tiles_m + ClusterM - 1) / ClusterM, tiles_nc = (tiles_n + ClusterN - 1) / ClusterN;
+  const int &tiles_m = p.tiles_m, &tiles_n = p.tiles_n, &tiles_mc = p.tiles_mc, &tiles_nc = p.tiles_nc;
   // Workers of the walk: the clusters (count and index re-read where used: see grid_size).
 
   Tensor sA = make_tensor(make_smem_ptr(smem.a), typename T::SmemLayoutA{});  // (BM,BK,PIPE)
@@ -292,11 +320,16 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       Tensor tBsB = tma_b.partition_D(sB);  // (TMA,TMA_N,TMA_K,PIPE)
       int stage = 0;
       uint32_t phase = 0;
+      bool cluster_ready = kCluster == 1;
       Walk walk(p.sched, int(blockIdx.x) / kCluster);
       for (WorkItem w; walk.next(p.sched, int(blockIdx.x) / kCluster, int(gridDim.x) / kCluster, w);) {
         const TileCoord c = cta_tile(w.tile, tiles_mc, tiles_nc, cta_rank, ClusterM, ClusterN);
         const int la = g.batch_stride_a ? c.l : 0, lb = g.batch_stride_b ? c.l : 0;
         for (int kt = w.kt_begin; kt < w.kt_end; ++kt) {
+          if (!cluster_ready) {  // one thread: the unaligned form of cluster_wait
+            asm volatile("barrier.cluster.wait;" ::: "memory");
+            cluster_ready = true;
+          }
           EmptyBarrier::wait(&smem.empty[stage], phase ^ 1);  // a fresh barrier passes parity 1
           FullBarrier::arrive_and_expect_tx(&smem.full[stage], T::kTxBytes);
           constexpr uint16_t kAll = uint16_t((1 << kCluster) - 1);  // multicast to every CTA of the cluster
@@ -378,6 +411,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     }
     return walk.next(sched, cta_index() / kCluster, grid_size() / kCluster, w);
   };
+  if constexpr (kCluster > 1) cluster_wait();  // the peers' barriers are initialised (see above)
   WorkItem w;
   for (bool pass_one = warp_group == 2; next_item(w, pass_one); pass_one = true) {
     // The item's roles as predicates, so that only the tile, range and k-tile count stay in
@@ -497,6 +531,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
         return make_tensor(make_smem_ptr(reinterpret_cast<Element*>(epi) + (sub % T::kEpiBuffers) * (64 * T::kStoreN)),
                            typename T::SmemLayoutD{});
       };
+      // The same buffer as a 32-bit shared address (T::store_offset).
+      auto buffer_addr = [&](int sub) {
+        return cute::cast_smem_ptr_to_uint(epi) + uint32_t((sub % T::kEpiBuffers) * (64 * T::kStoreN) * sizeof(Element));
+      };
       Tensor mD = p.tma_d.get_tma_tensor(make_shape(g.m, g.n, g.batch));               // (M,N,L)
       Tensor gD = local_tile(mD, Shape<_64, Int<T::kStoreN>>{}, make_coord(_, _, _));  // (64,64,m,n,l)
       auto tma_d = p.tma_d.get_slice(0);
@@ -521,7 +559,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       // that the common one (no bias, no activation) stays a multiply and a convert per element.
       auto fill = [&](int sub, auto with_extras) {
         constexpr bool kExtras = decltype(with_extras)::value;
-        Tensor sD = buffer(sub);
+        // This thread's first pair (row_in_wg, 2 * (lane % 4)) in the sub-tile. Its other pairs lie at
+        // jj * 8 columns (the swizzled 16-byte chunk: XOR jj << 4 on a 1024-byte-aligned buffer) and
+        // 8 rows further (+ 8 rows of 128 bytes, the same swizzle): one LOP3 per two stores, and no
+        // per-pair addresses for the compiler to hoist (they spilled the 128x128 kernel at 168 regs).
+        const uint32_t sD = buffer_addr(sub) + T::store_offset(row_in_wg, 2 * (lane % 4));
         float bias_col[T::kStoreN / 8][2] = {};  // a per-column bias: this thread's 16 columns
         if constexpr (kExtras) {
           if (bias_per_col) {
@@ -538,7 +580,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
         CUTE_UNROLL
         for (int jj = 0; jj < T::kStoreN / 8; ++jj) {
           const int j = sub * (T::kStoreN / 8) + jj;
-          const int col = 8 * jj + 2 * (lane % 4);
           CUTE_UNROLL
           for (int h = 0; h < 2; ++h) {
             float v[2];
@@ -550,8 +591,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
                 if (e.activation != kActNone) v[cc] = activate_out_of_line(e.activation, v[cc]);
               }
             }
-            Element pair[2] = {Element(v[0]), Element(v[1])};
-            *reinterpret_cast<uint32_t*>(&sD(row_in_wg + 8 * h, col)) = *reinterpret_cast<uint32_t*>(pair);
+            const uint32_t packed = pack_pair<Element>(v[0], v[1]);
+            asm volatile("st.shared.b32 [%0], %1;" ::"r"((sD ^ (jj << 4)) + h * T::kStoreRowBytes * 8), "r"(packed)
+                         : "memory");
           }
         }
       };
@@ -580,7 +622,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
             const int idx = it * 128 + wtid, r = idx / (T::kStoreN / 8), q = idx % (T::kStoreN / 8);
             const int m = m_base + r, n = c.n * BN + sub * T::kStoreN + 8 * q;
             if (m >= g.m || n >= g.n) continue;
-            const uint4 chunk = *reinterpret_cast<const uint4*>(&buffer(sub)(r, 8 * q));
+            uint4 chunk;
+            asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(chunk.x), "=r"(chunk.y), "=r"(chunk.z), "=r"(chunk.w)
+                         : "r"(buffer_addr(sub) + T::store_offset(r, 8 * q))
+                         : "memory");
             Element* const dst = d + int64_t(m) * e.ldd + n;
             if (n + 8 <= g.n && e.d_vec) {
               *reinterpret_cast<uint4*>(dst) = chunk;

@@ -86,7 +86,9 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
     // Persistent: at most one CTA per SM; stream-K shares go to every cluster the GPU holds at once.
     const long long workers = sched.sk_units > 0 ? clusters : std::min<long long>(sched.units, clusters);
 
-    KernelParams<T> kp{q, T::make_tma_a(q), T::make_tma_b(q), {}, kEpiStaged, sched, nullptr, nullptr, nullptr, nullptr};
+    KernelParams<T> kp{q,       T::make_tma_a(q), T::make_tma_b(q), {},
+                       kEpiStaged, sched,  nullptr, nullptr, nullptr, nullptr,
+                       int((q.m + T::BM - 1) / T::BM), int((q.n + T::BN - 1) / T::BN), int(tiles_mc), int(tiles_nc)};
     kp.epi_mode = T::epilogue_mode(q, dec.splits, forced_epilogue());
     if (kp.epi_mode == kEpiTma) kp.tma_d = T::make_tma_d(q);
     if (dec.splits > 1) {
