@@ -1,8 +1,10 @@
 #include "gemm/configs.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
+#include "gemm/memo.hpp"
 #include "gemm/sm90/config_shape.hpp"
 
 namespace tessera::gemm_impl {
@@ -74,11 +76,12 @@ const Config* select_in(Kernel family, const HeuristicInput& in) {
 
 // Hopper's cost model, in estimated microseconds on the device. The grid's units (tile x K range)
 // stream their k-tiles through the tensor cores while pulling their A and B tiles out of L2, and
-// the whole problem's A and B come from DRAM once; the slowest of the three sets the pace:
+// the whole problem's A and B come from DRAM once; the slowest of the four sets the pace:
 //   mma  = waves x k-tiles per unit x 2 BM BN BK / (kSmFlopsPerUs x throughput / 100)
 //   l2   = units x k-tiles per unit x (BM / cluster_n + BN / cluster_m) x BK x 2 bytes / kL2BytesPerUs
 //          (a cluster multicasts the shared tile, so each CTA pulls half of it)
 //   dram = (M K + N K) x 2 bytes x batch / kDramBytesPerUs
+//   feed = one SM's k-tiles x (BM + BN) x BK x 2 bytes / kSmFeedBytesPerUs (its own intake)
 // Measured on an H100 with ncu (3000^3 bf16): 128x128 tiles ran L2-bound (81% of L2 throughput,
 // 327 TFLOP/s), 128x256 tiles in 2x1 clusters used 45% of it and ran at 473 TFLOP/s, which the
 // old model (waves x tile area / throughput) got the wrong way round.
@@ -90,6 +93,11 @@ const Config* select_in(Kernel family, const HeuristicInput& in) {
 constexpr double kSmFlopsPerUs = 6.45e6;  // per SM in the mainloop at throughput 100 (~850 TFLOP/s on 132 SMs)
 constexpr double kL2BytesPerUs = 6.5e6;   // L2 -> SM, whole GPU (H100: ~90% of the ~7 TB/s ncu peak)
 constexpr double kDramBytesPerUs = 3.0e6; // HBM3, ~90% of 3.35 TB/s
+// One SM takes in at most ~55 bytes per clock of TMA loads (multicast copies included): H100
+// probes, 128x64 tiles in 1x2 pairs, 24 KB per k-tile every ~444 cycles whether the operands came
+// from L2 or DRAM. A problem with few tiles is bound by it (128x4096x4096: 64 CTAs, 20.6 us), so
+//   feed = k-tiles per SM x (BM + BN) x BK x 2 bytes / kSmFeedBytesPerUs.
+constexpr double kSmFeedBytesPerUs = 9.7e4;
 // Where DRAM sets the pace (a side of 128: LLM decode shapes), a tile wider than the problem
 // streams its operand slower: 256-wide tiles over N = 128 ran at ~70% of the rate of 128-wide ones
 // (H100, bf16: 128x28672x4096 138 vs 93 us; 128x57344x8192 500 vs 349 us) and 192-wide ones at
@@ -131,23 +139,25 @@ double sm90_cost(const Config& c, long long m, long long n, long long k, long lo
   const long long k_tiles = ((k + c.bk - 1) / c.bk + splits - 1) / splits;
   const double tile_us = 2.0 * c.bm * c.bn * c.bk / (kSmFlopsPerUs * c.throughput / 100.0);  // one k-tile
   const double overhead = kTileOverheadUs * c.bm * c.bn / (128.0 * 256.0);
-  double mma = double(waves) * k_tiles * tile_us + (c.pingpong ? 1.0 : double(waves)) * overhead;
+  double iters = double(waves) * k_tiles;  // k-tiles through one SM
+  double mma = iters * tile_us + (c.pingpong ? 1.0 : double(waves)) * overhead;
   double fixup = splits > 1 ? kSplitKFixedUs + kSplitKPerRangeUs * splits : 0.0;
   if (stream_k && splits == 1) {  // the walk of gemm/schedule.hpp: per worker (cluster), in k-tiles
     const int cluster = c.cluster_m * c.cluster_n;
     const long long workers = sm_count / cluster, ctiles = units / cluster;
     if (workers > 0 && ctiles % workers != 0) {
       const long long sk = ctiles < workers ? ctiles : ctiles % workers;  // the partial wave
-      const long long iters = (ctiles - sk) / workers * k_tiles + (sk * k_tiles + workers - 1) / workers;
-      mma = double(iters) * tile_us + (c.pingpong ? 1.0 : double(iters) / k_tiles + 1.0) * overhead;
+      iters = double((ctiles - sk) / workers * k_tiles + (sk * k_tiles + workers - 1) / workers);
+      mma = iters * tile_us + (c.pingpong ? 1.0 : iters / k_tiles + 1.0) * overhead;
       fixup = kStreamKFixedUs + 2.0 * double(workers * cluster) * c.bm * c.bn * 4.0 / kL2BytesPerUs;
     }
   }
   const double l2 =
       double(units) * k_tiles * (double(c.bm) / c.cluster_n + double(c.bn) / c.cluster_m) * c.bk * 2.0 / kL2BytesPerUs;
+  const double feed = iters * double(c.bm + c.bn) * c.bk * 2.0 / kSmFeedBytesPerUs;
   const double useful = double(m) * n / (double(tiles_m * c.bm) * double(tiles_n * c.bn));
   const double dram = double(m + n) * k * 2.0 * batch / (kDramBytesPerUs * (kDramPaddedBase + (1 - kDramPaddedBase) * useful));
-  return std::max(mma, std::max(l2, dram)) + fixup;
+  return std::max(std::max(mma, feed), std::max(l2, dram)) + fixup;
 }
 
 // The config of least cost (ties keep the earlier, larger tile).
@@ -163,15 +173,23 @@ const Config* select_sm90(const HeuristicInput& in) {
   return best;
 }
 
-}  // namespace
-
-const Config& select_config(const HeuristicInput& in) {
+const Config& select_config_uncached(const HeuristicInput& in) {
   // TMA/WGMMA on Hopper when the operands allow it (mma.sync reaches ~65% of Hopper's tensor-core
   // peak, WGMMA all of it); else, or when no sm90 config fits, the mma.sync kernels.
   if (in.cc == 90 && in.tma_ok)
     if (const Config* c = select_sm90(in)) return *c;
   const Config* c = select_in(Kernel::Sm80, in);
   return c ? *c : fallback_config();
+}
+
+}  // namespace
+
+// The heuristic's answers are pure functions of their arguments (the config table is constant):
+// each thread remembers its last few (gemm/memo.hpp), since gemm() asks them on every call.
+const Config& select_config(const HeuristicInput& in) {
+  thread_local Memo<std::array<long long, 8>, const Config*> memo;
+  return *memo.get({in.m, in.n, in.k, in.batch, in.sm_count, in.cc, in.smem_optin, in.tma_ok ? 1 : 0},
+                   [&] { return &select_config_uncached(in); });
 }
 
 int select_splits(const Config& c, long long m, long long n, long long k, long long batch, int sm_count) {
@@ -191,14 +209,25 @@ int select_splits(const Config& c, long long m, long long n, long long k, long l
   return best;
 }
 
-Decomposition select_decomposition(const Config& c, long long m, long long n, long long k, long long batch,
-                                   int sm_count) {
+namespace {
+
+Decomposition select_decomposition_uncached(const Config& c, long long m, long long n, long long k, long long batch,
+                                            int sm_count) {
   Decomposition d;
   d.splits = select_splits(c, m, n, k, batch, sm_count);
   if (c.kernel != Kernel::Sm90 || sm_count <= 0) return d;
   const double best = sm90_cost(c, m, n, k, batch, sm_count, d.splits);
   if (sm90_cost(c, m, n, k, batch, sm_count, 1, true) < kStreamKMinGain * best) d = Decomposition{1, true};
   return d;
+}
+
+}  // namespace
+
+Decomposition select_decomposition(const Config& c, long long m, long long n, long long k, long long batch,
+                                   int sm_count) {
+  thread_local Memo<std::array<long long, 6>, Decomposition> memo;
+  return memo.get({static_cast<long long>(&c - configs().data()), m, n, k, batch, sm_count},
+                  [&] { return select_decomposition_uncached(c, m, n, k, batch, sm_count); });
 }
 
 size_t streamk_bytes(const Config& c, int sm_count) {
@@ -214,7 +243,9 @@ size_t splitk_bytes(const Config& c, long long m, long long n, long long batch, 
   return partials + counters;
 }
 
-size_t splitk_workspace_bound(long long m, long long n, long long k, long long batch, int forced_splits) {
+namespace {
+
+size_t splitk_workspace_bound_uncached(long long m, long long n, long long k, long long batch, int forced_splits) {
   size_t most = 0;
   for (const Config& c : configs()) {
     const int splits = forced_splits > 0 ? forced_splits : select_splits(c, m, n, k, batch, kSplitKBoundSms);
@@ -231,6 +262,14 @@ size_t splitk_workspace_bound(long long m, long long n, long long k, long long b
     }
   }
   return most;
+}
+
+}  // namespace
+
+size_t splitk_workspace_bound(long long m, long long n, long long k, long long batch, int forced_splits) {
+  thread_local Memo<std::array<long long, 5>, size_t> memo;  // make_plan asks on every gemm() call
+  return memo.get({m, n, k, batch, forced_splits},
+                  [&] { return splitk_workspace_bound_uncached(m, n, k, batch, forced_splits); });
 }
 
 }  // namespace tessera::gemm_impl

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gemm/configs.hpp"
+#include "gemm/memo.hpp"
 #include "gemm/sm80/launch.hpp"
 #include "gemm/sm90/config_shape.hpp"
 #include "gemm/sm90/launch.hpp"
@@ -47,6 +48,7 @@ constexpr const char* kSm90Medium = "sm90_128x128x64_s6_coop";
 constexpr const char* kSm90Pair192 = "sm90_128x192x64_s5_c2_coop";  // partial last waves of 128x256
 constexpr const char* kSm90Small = "sm90_128x64x64_s8_c1x2_coop";
 constexpr const char* kSm90Pingpong = "sm90_64x256x64_s5_c2_pingpong";
+constexpr const char* kSm90Decode = "sm90_64x64x64_s8_c2_coop";  // M = 128 with few N tiles
 
 long long tiles(const Config& c, long long m, long long n, long long batch) {
   return ((m + c.bm - 1) / c.bm) * ((n + c.bn - 1) / c.bn) * batch;
@@ -95,7 +97,9 @@ TEST(ConfigTable, Consistent) {
       EXPECT_EQ(c.bm % 64, 0) << "64 rows per consumer warpgroup";
       EXPECT_EQ(c.bk % 64, 0) << "one 128-byte swizzle atom deep";
       EXPECT_EQ(c.warps, 4 * (1 + (c.pingpong ? 2 : c.bm / 64))) << "producer + consumer warpgroups";
-      if (c.pingpong) EXPECT_EQ(c.bm, 64) << "a ping-pong warpgroup owns a 64-row tile";
+      if (c.pingpong) {
+        EXPECT_EQ(c.bm, 64) << "a ping-pong warpgroup owns a 64-row tile";
+      }
       const std::string schedule = c.pingpong ? "_pingpong" : "_coop";
       EXPECT_EQ(std::string(c.name).find(schedule), std::string(c.name).size() - schedule.size())
           << "the name states the schedule";
@@ -175,8 +179,11 @@ TEST(Heuristic, SmallProblemsStayOnWgmma) {
 
 TEST(Heuristic, FewTileProblemsTakeTheNarrowTile) {
   // 128 x 4096 x 4096: 32 tiles of 128x128 leave 100 SMs idle and each of the 32 runs 64 k-tiles of
-  // MMA (~24 us); 64 tiles of 128x64 halve that, and L2/DRAM (~15 us) become the bound.
-  EXPECT_STREQ(pick_tma(kH100, 128, 4096, 4096).name, kSm90Small);
+  // MMA (~24 us); 64 tiles of 128x64 halve that but each SM can take in only ~55 B/clk (16 us for
+  // its 64 k-tiles of 24 KB); 128 tiles of 64x64 in 2x1 pairs spread the intake over 128 SMs and
+  // L2 (~15 us) becomes the bound.
+  EXPECT_STREQ(pick_tma(kH100, 128, 4096, 4096).name, kSm90Decode);
+  // 128 x 6144: 192 tiles of 64x64 would run two waves; 96 of 128x64 run one.
   EXPECT_STREQ(pick_tma(kH100, 128, 6144, 4096).name, kSm90Small);
   // Enough 128x128 tiles (128 x 16384: 128 tiles): the wider tile reads A half as often.
   EXPECT_STREQ(pick_tma(kH100, 128, 16384, 4096).name, kSm90Medium);
@@ -399,3 +406,49 @@ TEST(StreamK, WorkspaceBoundCoversTheHeuristicsChoice) {
   // One fp32 tile + one flag per CTA of the persistent grid.
   EXPECT_EQ(ti::streamk_bytes(large, 132), size_t(132) * 128 * 256 * 4 + 768);
 }
+
+// gemm() asks the heuristic on every call, so its answers are remembered per thread
+// (gemm/memo.hpp): a hit must return what was computed, an evicted key is computed again.
+TEST(Memo, ComputesOnlyOnAMissAndEvictsTheOldest) {
+  ti::Memo<int, int, 3> memo;
+  int computed = 0;
+  auto square = [&](int x) { return memo.get(x, [&] { ++computed; return x * x; }); };
+  EXPECT_EQ(square(2), 4);
+  EXPECT_EQ(square(3), 9);
+  EXPECT_EQ(square(2), 4);
+  EXPECT_EQ(computed, 2);
+  EXPECT_EQ(square(4), 16);
+  EXPECT_EQ(square(5), 25);  // evicts 2, the oldest entry
+  EXPECT_EQ(computed, 4);
+  EXPECT_EQ(square(3), 9);
+  EXPECT_EQ(computed, 4);
+  EXPECT_EQ(square(2), 4);
+  EXPECT_EQ(computed, 5);
+}
+
+// Interleaving more shapes than the caches hold (hits, misses, evictions) never changes an answer.
+TEST(Memo, HeuristicAnswersDoNotDependOnWhatWasAskedBefore) {
+  std::vector<HeuristicInput> shapes;
+  for (long long m : {128LL, 1000LL, 1024LL, 3000LL, 8192LL})
+    for (long long n : {128LL, 4096LL, 6144LL})
+      for (long long k : {512LL, 4096LL}) shapes.push_back({m, n, k, 1, kH100.sm_count, kH100.cc, kH100.smem_optin, true});
+  std::vector<const Config*> first;
+  std::vector<ti::Decomposition> first_d;
+  std::vector<size_t> first_ws;
+  for (const HeuristicInput& in : shapes) {
+    first.push_back(&select_config(in));
+    first_d.push_back(ti::select_decomposition(*first.back(), in.m, in.n, in.k, in.batch, in.sm_count));
+    first_ws.push_back(ti::splitk_workspace_bound(in.m, in.n, in.k, in.batch));
+  }
+  for (int round = 0; round < 3; ++round)
+    for (size_t j = 0; j < shapes.size(); ++j) {
+      const size_t i = round == 1 ? shapes.size() - 1 - j : (j * 7 + round) % shapes.size();
+      const HeuristicInput& in = shapes[i];
+      EXPECT_EQ(&select_config(in), first[i]) << in.m << "x" << in.n << "x" << in.k;
+      const ti::Decomposition d = ti::select_decomposition(*first[i], in.m, in.n, in.k, in.batch, in.sm_count);
+      EXPECT_EQ(d.splits, first_d[i].splits);
+      EXPECT_EQ(d.stream_k, first_d[i].stream_k);
+      EXPECT_EQ(ti::splitk_workspace_bound(in.m, in.n, in.k, in.batch), first_ws[i]);
+    }
+}
+

@@ -1158,7 +1158,7 @@ TEST_F(GemmEpilogueSplitK, ForcedStreamK) {
   if (f.cc != 90) GTEST_SKIP() << "stream-K runs on the sm90 path only (this device is sm_" << f.cc << ")";
   EnvGuard env("TESSERA_GEMM_STREAMK", "1");
   for (const char* cfg : {"sm90_128x128x64_s6_coop", "sm90_128x256x64_s4_c2_coop", "sm90_128x64x64_s8_c1x2_coop",
-                          "sm90_64x256x64_s5_c2_pingpong"})
+                          "sm90_64x256x64_s5_c2_pingpong", "sm90_64x64x64_s8_c2_coop"})
     for (tessera::BiasMode mode : kBiasModes)
       for (tessera::Activation act : {tessera::Activation::Gelu, tessera::Activation::Silu})
         for (int combo : {1, 2 | 4}) {
