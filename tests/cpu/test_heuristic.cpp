@@ -174,7 +174,8 @@ TEST(Heuristic, SmallProblemsStayOnWgmma) {
   // Unsplit, the sm90 kernel beat sm80_64x64 at 1024^3 on the H100 (11.1 vs 15.2 us); 128 tiles of
   // 128x64 in 1x2 pairs keep 128 SMs streaming where 64 tiles of 128x128 keep 64.
   EXPECT_STREQ(pick_tma(kH100, 1024, 1024, 1024).name, kSm90Small);
-  EXPECT_STREQ(pick_tma(kH100, 1, 1, 1).name, kSm90Small);
+  // One tile: the smallest (least padding, the same single k-tile).
+  EXPECT_STREQ(pick_tma(kH100, 1, 1, 1).name, kSm90Decode);
 }
 
 TEST(Heuristic, FewTileProblemsTakeTheNarrowTile) {
@@ -196,8 +197,11 @@ TEST(Heuristic, Sm90OnlyOnCc90) {
     EXPECT_EQ(pick_tma(d, 8192, 8192, 8192).kernel, Kernel::Sm80) << d.name;
   // Without TMA-ready operands (unaligned and no workspace, or K = 0) Hopper keeps mma.sync too.
   EXPECT_STREQ(pick(kH100, 8192, 8192, 8192).name, kLarge);
-  // Not enough shared memory for any sm90 config (a cut-down part): the sm80 family, not the fallback.
-  const Device small_smem{"h-small", 132, 90, 166912};
+  // Not enough shared memory for any sm90 config (a cut-down part with 99 KB): the sm80 family, not
+  // the fallback.
+  const Device small_smem{"h-small", 132, 90, 101376};
+  for (const Config& c : configs())
+    if (c.kernel == Kernel::Sm90) ASSERT_GT(c.smem_bytes, small_smem.smem_optin) << c.name;
   EXPECT_EQ(pick_tma(small_smem, 8192, 8192, 8192).kernel, Kernel::Sm80);
 }
 
