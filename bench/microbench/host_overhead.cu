@@ -20,24 +20,8 @@
 #include <functional>
 #include <string>
 
+#include "check.hpp"
 #include "tessera/tessera.hpp"
-
-#define CHECK(x)                                                    \
-  do {                                                              \
-    cudaError_t e_ = (x);                                           \
-    if (e_ != cudaSuccess) {                                        \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                 \
-    }                                                               \
-  } while (0)
-#define CHECK_LT(x)                                       \
-  do {                                                    \
-    cublasStatus_t s_ = (x);                              \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                    \
-      std::fprintf(stderr, "%s: status %d\n", #x, int(s_)); \
-      std::exit(1);                                       \
-    }                                                     \
-  } while (0)
 
 __global__ void empty_kernel() {}
 
@@ -147,27 +131,27 @@ int main(int argc, char** argv) {
 
   // cuBLASLt with the algorithm chosen once, as the benchmark's anchor does.
   cublasLtHandle_t lt;
-  CHECK_LT(cublasLtCreate(&lt));
+  CHECK_STATUS(cublasLtCreate(&lt));
   cublasLtMatmulDesc_t op;
-  CHECK_LT(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CHECK_STATUS(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  CHECK_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  CHECK_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  CHECK_STATUS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  CHECK_STATUS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
   cublasLtMatrixLayout_t la, lb, ld;
-  CHECK_LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, k, m, k));
-  CHECK_LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, k, n, k));
-  CHECK_LT(cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, m, n, m));
+  CHECK_STATUS(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, k, m, k));
+  CHECK_STATUS(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, k, n, k));
+  CHECK_STATUS(cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, m, n, m));
   cublasLtMatmulPreference_t pref;
-  CHECK_LT(cublasLtMatmulPreferenceCreate(&pref));
+  CHECK_STATUS(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t max_ws = ws_bytes;
-  CHECK_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof max_ws));
+  CHECK_STATUS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof max_ws));
   cublasLtMatmulHeuristicResult_t res{};
   int got = 0;
-  CHECK_LT(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, 1, &res, &got));
+  CHECK_STATUS(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, 1, &res, &got));
   const float alpha = 1.f, beta = 0.f;
   const double lt_us = host_us(
       [&] {
-        CHECK_LT(cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &res.algo, ws, ws_bytes, stream));
+        CHECK_STATUS(cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &res.algo, ws, ws_bytes, stream));
       },
       stream);
   std::printf("cublasLtMatmul                    %7.2f\n", lt_us);
@@ -188,7 +172,7 @@ int main(int argc, char** argv) {
   };
   std::printf("events per call, tessera::gemm    %7.2f\n", gpu_us([&] { (void)tessera::gemm(args, stream, ws, ws_bytes); }));
   std::printf("events per call, cublasLtMatmul   %7.2f\n", gpu_us([&] {
-                CHECK_LT(cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &res.algo, ws, ws_bytes,
+                CHECK_STATUS(cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &res.algo, ws, ws_bytes,
                                         stream));
               }));
   std::printf("events per call, empty <<<>>>     %7.2f\n", gpu_us([&] { empty_kernel<<<sms, 384, smem, stream>>>(); }));

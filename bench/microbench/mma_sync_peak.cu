@@ -7,14 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define CHECK(x)                                                                 \
-  do {                                                                           \
-    cudaError_t e_ = (x);                                                        \
-    if (e_ != cudaSuccess) {                                                     \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));              \
-      std::exit(1);                                                              \
-    }                                                                            \
-  } while (0)
+#include "check.hpp"
 
 constexpr int kChains = 8;
 
