@@ -200,8 +200,11 @@ TEST(Heuristic, Sm90OnlyOnCc90) {
   // Not enough shared memory for any sm90 config (a cut-down part with 99 KB): the sm80 family, not
   // the fallback.
   const Device small_smem{"h-small", 132, 90, 101376};
-  for (const Config& c : configs())
-    if (c.kernel == Kernel::Sm90) ASSERT_GT(c.smem_bytes, small_smem.smem_optin) << c.name;
+  for (const Config& c : configs()) {
+    if (c.kernel == Kernel::Sm90) {
+      ASSERT_GT(c.smem_bytes, small_smem.smem_optin) << c.name;
+    }
+  }
   EXPECT_EQ(pick_tma(small_smem, 8192, 8192, 8192).kernel, Kernel::Sm80);
 }
 
