@@ -75,10 +75,11 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
   const int clusters = max_clusters[dev & 63].load(std::memory_order_relaxed);
 
   return launch_batched(p, [&](const GemmParams& q) {
-    const long long tiles = (long long)((q.m + T::BM - 1) / T::BM) * ((q.n + T::BN - 1) / T::BN) * q.batch;
+    const long long tiles_m = (q.m + T::BM - 1) / T::BM, tiles_n = (q.n + T::BN - 1) / T::BN;
+    const long long tiles = tiles_m * tiles_n * q.batch;
     // The walk (gemm/schedule.hpp) over cluster tiles: ClusterM x ClusterN tiles walked together.
-    const long long tiles_mc = ((q.m + T::BM - 1) / T::BM + T::ClusterM - 1) / T::ClusterM;
-    const long long tiles_nc = ((q.n + T::BN - 1) / T::BN + T::ClusterN - 1) / T::ClusterN;
+    const long long tiles_mc = (tiles_m + T::ClusterM - 1) / T::ClusterM;
+    const long long tiles_nc = (tiles_n + T::ClusterN - 1) / T::ClusterN;
     const long long ctiles = tiles_mc * tiles_nc * q.batch;
     const long long k_tiles = (q.k + T::BK - 1) / T::BK;
     Schedule sched;  // make_schedule streams only with splits == 1
@@ -88,7 +89,7 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
 
     KernelParams<T> kp{q,       T::make_tma_a(q), T::make_tma_b(q), {},
                        kEpiStaged, sched,  nullptr, nullptr, nullptr, nullptr,
-                       int((q.m + T::BM - 1) / T::BM), int((q.n + T::BN - 1) / T::BN), int(tiles_mc), int(tiles_nc)};
+                       int(tiles_m),  int(tiles_n), int(tiles_mc), int(tiles_nc)};
     kp.epi_mode = T::epilogue_mode(q, dec.splits, forced_epilogue());
     if (kp.epi_mode == kEpiTma) kp.tma_d = T::make_tma_d(q);
     if (dec.splits > 1) {
