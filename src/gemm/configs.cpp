@@ -160,13 +160,18 @@ double sm90_cost(const Config& c, long long m, long long n, long long k, long lo
   return std::max(std::max(mma, feed), std::max(l2, dram)) + fixup;
 }
 
-// The config of least cost (ties keep the earlier, larger tile).
+Decomposition select_decomposition_uncached(const Config& c, long long m, long long n, long long k, long long batch,
+                                            int sm_count);
+
+// The config of least cost (ties keep the earlier, larger tile). Each candidate's decomposition is
+// computed, not memoised: select_config's memo covers this loop, and a pass over every config would
+// only evict the recent shapes' entries from select_decomposition's.
 const Config* select_sm90(const HeuristicInput& in) {
   const Config* best = nullptr;
   double best_cost = 0;
   for (const Config& c : configs()) {
     if (c.kernel != Kernel::Sm90 || c.smem_bytes > in.smem_optin || in.cc < c.min_cc || in.cc > c.max_cc) continue;
-    const Decomposition d = select_decomposition(c, in.m, in.n, in.k, in.batch, in.sm_count);
+    const Decomposition d = select_decomposition_uncached(c, in.m, in.n, in.k, in.batch, in.sm_count);
     const double cost = sm90_cost(c, in.m, in.n, in.k, in.batch, in.sm_count, d.splits, d.stream_k);
     if (!best || cost < best_cost) best = &c, best_cost = cost;
   }
@@ -256,8 +261,10 @@ size_t splitk_workspace_bound_uncached(long long m, long long n, long long k, lo
   // small: the GEMM then runs data-parallel (correct, maybe slower).
   if (forced_splits <= 0) {
     for (int sms : kStreamKBoundSms) {
-      const Config& c = select_config(HeuristicInput{m, n, k, batch, sms, 90, sm90::kSmemOptinBytes, true});
-      if (c.kernel == Kernel::Sm90 && select_decomposition(c, m, n, k, batch, sms).stream_k)
+      // Uncached: hypothetical GPUs would only evict the real one's entries from the memos (this
+      // function's own memo covers the loop).
+      const Config& c = select_config_uncached(HeuristicInput{m, n, k, batch, sms, 90, sm90::kSmemOptinBytes, true});
+      if (c.kernel == Kernel::Sm90 && select_decomposition_uncached(c, m, n, k, batch, sms).stream_k)
         most = std::max(most, streamk_bytes(c, sms));
     }
   }
