@@ -64,6 +64,18 @@ __device__ __forceinline__ bool has_bias_or_activation(const EpilogueParams& p) 
   return p.bias != nullptr || p.activation != kActNone;
 }
 
+// The element-by-element paths (strided operands, the matrix's right edge) are rare: they run as
+// loops over one copy of their body, the 8 values rotated through v[0] (register arrays need
+// compile-time indices), instead of 8 unrolled copies per call site. Unrolled, they and the
+// activations were most of each kernel's code: the kernels unroll their epilogue steps, so every
+// copy was repeated per step (compile time, and instruction-cache misses on every tile).
+__device__ __forceinline__ void rotate8(float (&v)[8]) {
+  const float first = v[0];
+#pragma unroll
+  for (int i = 0; i < 7; ++i) v[i] = v[i + 1];
+  v[7] = first;
+}
+
 template <int DT, bool kInlineActivation>
 __device__ __forceinline__ void epilogue_row8_typed(const EpilogueParams& p, int l, int m, int n0, int n_limit,
                                                     float (&acc)[8]) {
@@ -79,9 +91,9 @@ __device__ __forceinline__ void epilogue_row8_typed(const EpilogueParams& p, int
 #pragma unroll
       for (int i = 0; i < 8; ++i) out[i] += p.beta * to_float(cv.v[i]);
     } else {
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-        if (n0 + i < n_limit) out[i] += p.beta * to_float(c[int64_t(n0 + i) * p.c_stride_n]);
+#pragma unroll 1
+      for (int i = 0; i < 8; ++i, rotate8(out))
+        if (n0 + i < n_limit) out[0] += p.beta * to_float(c[int64_t(n0 + i) * p.c_stride_n]);
     }
   }
   if (p.bias) {
@@ -95,18 +107,18 @@ __device__ __forceinline__ void epilogue_row8_typed(const EpilogueParams& p, int
 #pragma unroll
       for (int i = 0; i < 8; ++i) out[i] += to_float(bv.v[i]);
     } else {
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-        if (n0 + i < n_limit) out[i] += to_float(b[int64_t(n0 + i) * p.bias_stride_n]);
+#pragma unroll 1
+      for (int i = 0; i < 8; ++i, rotate8(out))
+        if (n0 + i < n_limit) out[0] += to_float(b[int64_t(n0 + i) * p.bias_stride_n]);
     }
   }
   if (p.activation != kActNone) {
     if constexpr (kInlineActivation) {
       // One switch for the 8 values (a switch per value made the sm80 64x64 kernel spill on sm_90).
       switch (p.activation) {
-#define TESSERA_ACT8(tag)                                                      \
-  case tag:                                                                    \
-    _Pragma("unroll") for (int i = 0; i < 8; ++i) out[i] = activate(tag, out[i]); \
+#define TESSERA_ACT8(tag)                                                                 \
+  case tag:                                                                               \
+    _Pragma("unroll 1") for (int i = 0; i < 8; ++i, rotate8(out)) out[0] = activate(tag, out[0]); \
     break;
         TESSERA_ACT8(kActRelu)
         TESSERA_ACT8(kActGelu)
@@ -127,9 +139,9 @@ __device__ __forceinline__ void epilogue_row8_typed(const EpilogueParams& p, int
     for (int i = 0; i < 8; ++i) dv.v[i] = from_float<T>(out[i]);
     *reinterpret_cast<Vec8<T>*>(d) = dv;
   } else {
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      if (n0 + i < n_limit) d[i] = from_float<T>(out[i]);
+#pragma unroll 1
+    for (int i = 0; i < 8; ++i, rotate8(out))
+      if (n0 + i < n_limit) d[i] = from_float<T>(out[0]);
   }
 }
 

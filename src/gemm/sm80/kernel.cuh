@@ -218,7 +218,9 @@ __device__ __forceinline__ void gemm_tile(const GemmParams& p, int l, int tile_m
   constexpr int kChunksPerRow = BN / 8;
   constexpr int kChunks = BM * kChunksPerRow;
   static_assert(kChunks % T::kThreads == 0, "epilogue chunking");
-  CUTE_UNROLL
+  // A loop, not unrolled: one inlined copy of the epilogue (dtype, beta * C, bias, activation)
+  // instead of one per chunk, which was most of the kernel's code and compile time.
+#pragma unroll 1
   for (int it = 0; it < kChunks / T::kThreads; ++it) {
     const int idx = it * T::kThreads + tid;
     const int r = idx / kChunksPerRow;

@@ -490,6 +490,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     // at a time, as 8 consecutive fp32 of one row per thread and step: emit(row, col, v[8]) gets
     // tile-relative coordinates (row < BM, col < BN, col % 8 == 0).
     constexpr int kEpiN = T::kEpiN, kLd = T::kEpiLd, kChunksPerRow = kEpiN / 8;
+    // The read-back runs as a loop, so `emit` (the whole dtype / beta / bias epilogue) is inlined
+    // once per sub-tile, not once per chunk. (The sub-tile loop stays unrolled: accumulators need
+    // compile-time indices, and as a loop all of them stay live to the end, which spilled 128x256.)
     auto staged = [&](auto&& emit) {
       CUTE_UNROLL
       for (int sub = 0; sub < BN / kEpiN; ++sub) {
@@ -503,7 +506,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
           }
         }
         cutlass::arch::NamedBarrier::arrive_and_wait(128, epi_barrier);
-        CUTE_UNROLL
+#pragma unroll 1
         for (int it = 0; it < 64 * kChunksPerRow / 128; ++it) {
           const int idx = it * 128 + wtid;
           const int r = idx / kChunksPerRow, c8 = (idx % kChunksPerRow) * 8;
@@ -681,7 +684,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     // (2 chunks each) per round trip, the 256-wide ones 1 range of 4 chunks.
     constexpr int kGroup = BN <= 128 ? 4 : 1, kPass = BN <= 128 ? 2 : 4;
     const float4* const base = reinterpret_cast<const float4*>(tile_partials) + (wg_row0 * BN) / 4 + 2 * wtid;
-    CUTE_UNROLL
+#pragma unroll 1  // one copy of `store` per pass (see `staged`)
     for (int p0 = 0; p0 < kIters; p0 += kPass) {
       float4 lo[kPass], hi[kPass];
       if constexpr (kGroup == 1) {  // range 0, then one range per round trip
