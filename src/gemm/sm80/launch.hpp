@@ -1,5 +1,5 @@
 // Host-side declaration of the sm_80 kernel launchers (defined in launch.cuh and explicitly
-// instantiated once per generated translation unit; see CMakeLists.txt).
+// instantiated in the generated translation units, one per config row and dtype; see CMakeLists.txt).
 #pragma once
 #include <cuda_runtime_api.h>
 
