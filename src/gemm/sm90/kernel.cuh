@@ -213,6 +213,52 @@ __device__ __forceinline__ int grid_size() {
   return v;
 }
 
+// Timeline probe, compiled in only by bench/microbench/sm90_timeline.cu (never by the library):
+// consumer thread 128 stamps %globaltimer (ns) at the consumers' start, at each work item's mainloop
+// start and end, and at exit, with the CTA's SM and each item's tile, to see where a launch's time goes.
+#ifdef TESSERA_SM90_PROBE
+namespace probe {
+constexpr int kCtas = 1024, kItems = 16;
+struct Cta {
+  unsigned long long entry, start, exit, item_begin[kItems], item_end[kItems];
+  int sm, items, tile[kItems];
+};
+__device__ Cta ctas[kCtas];
+__device__ __forceinline__ unsigned long long now() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ bool recorder() { return threadIdx.x == 128 && blockIdx.x < kCtas; }
+}  // namespace probe
+#define TESSERA_SM90_PROBE_ENTRY()                                                          \
+  if (threadIdx.x == 0 && blockIdx.x < probe::kCtas) {                                      \
+    unsigned sm;                                                                            \
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));                                         \
+    probe::ctas[blockIdx.x].entry = probe::now();                                           \
+    probe::ctas[blockIdx.x].sm = int(sm);                                                   \
+  }
+#define TESSERA_SM90_PROBE_START() \
+  int probe_item = 0;              \
+  if (probe::recorder()) probe::ctas[blockIdx.x].start = probe::now();
+#define TESSERA_SM90_PROBE_ITEM_BEGIN(tile_)                                  \
+  if (probe::recorder() && probe_item < probe::kItems) {                      \
+    probe::ctas[blockIdx.x].item_begin[probe_item] = probe::now();            \
+    probe::ctas[blockIdx.x].tile[probe_item] = (tile_);                       \
+  }
+#define TESSERA_SM90_PROBE_ITEM_END()                                                                  \
+  if (probe::recorder() && probe_item < probe::kItems) probe::ctas[blockIdx.x].item_end[probe_item] = probe::now(); \
+  ++probe_item;
+#define TESSERA_SM90_PROBE_EXIT() \
+  if (probe::recorder()) probe::ctas[blockIdx.x].exit = probe::now(), probe::ctas[blockIdx.x].items = probe_item;
+#else
+#define TESSERA_SM90_PROBE_ENTRY()
+#define TESSERA_SM90_PROBE_START()
+#define TESSERA_SM90_PROBE_ITEM_BEGIN(tile_)
+#define TESSERA_SM90_PROBE_ITEM_END()
+#define TESSERA_SM90_PROBE_EXIT()
+#endif
+
 // Stream-K flags: a release store after the partial, an acquire load before reading it.
 __device__ __forceinline__ void store_release(int* p, int v) {
   asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
@@ -270,6 +316,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   const int lane = threadIdx.x % 32;
   const int cta_rank = kCluster > 1 ? int(block_rank_in_cluster()) : 0;  // position in the cluster
 
+  TESSERA_SM90_PROBE_ENTRY()
   if (warp == 0 && elect_one_sync()) {
     prefetch_tma_descriptor(p.tma_a.get_tma_descriptor());
     prefetch_tma_descriptor(p.tma_b.get_tma_descriptor());
@@ -412,8 +459,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     return walk.next(sched, cta_index() / kCluster, grid_size() / kCluster, w);
   };
   if constexpr (kCluster > 1) cluster_wait();  // the peers' barriers are initialised (see above)
+  TESSERA_SM90_PROBE_START()
   WorkItem w;
   for (bool pass_one = warp_group == 2; next_item(w, pass_one); pass_one = true) {
+    TESSERA_SM90_PROBE_ITEM_BEGIN(w.tile)
     // The item's roles as predicates, so that only the tile, range and k-tile count stay in
     // registers across the mainloop (the 128x256 tile has none to spare next to its accumulators).
     const bool sk_publisher = sk_publishes(sched, w), sk_owner = sk_folds(sched, w);
@@ -448,6 +497,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     warpgroup_wait<0>();
     if (prev_stage >= 0) release(prev_stage);
     warpgroup_fence_operand(acc);
+    TESSERA_SM90_PROBE_ITEM_END()
 
     // Stream-K fix-up (gemm/schedule.hpp). One partial slot per CTA (only a share's first item can
     // start inside a tile), numbered rank * workers + worker so that the later workers' partials of
@@ -738,6 +788,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   }
   // The last TMA stores must have read this CTA's shared memory before it exits.
   if (p.epi_mode == kEpiTma && wtid == 0) tma_store_wait<0>();
+  TESSERA_SM90_PROBE_EXIT()
 #endif
 }
 

@@ -1,0 +1,142 @@
+// Where one launch of an sm90 GEMM configuration spends its time, per CTA: the kernel compiled with
+// its timeline probe (TESSERA_SM90_PROBE, gemm/sm90/kernel.cuh) stamps %globaltimer at CTA entry,
+// the consumers' start, every work item's mainloop start and end, and exit. Prints a summary (launch
+// spread, first-tile start, mainloop and epilogue times, finish-time spread, per-SM-group finish
+// times) and, with --dump, one line per CTA.
+//
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -DCFG=14 \
+//     -Isrc -Iinclude -isystem <cutlass>/include bench/microbench/sm90_timeline.cu -lcuda -o sm90_timeline
+//   ./sm90_timeline M N K [--stream-k] [--dump]     (bf16, A and B K-major, D bf16 row-major)
+//
+// CFG is a row id of src/gemm/sm90/configs.def. The probe adds a few instructions to one thread per
+// CTA; compare its kernel time with the library's before trusting small differences.
+#define TESSERA_SM90_PROBE
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "check.hpp"
+#include "gemm/sm90/launch.cuh"
+
+#ifndef CFG
+#define CFG 14
+#endif
+
+namespace gi = tessera::gemm_impl;
+namespace probe = gi::sm90::probe;
+
+__global__ void fill(__nv_bfloat16* p, size_t n, unsigned seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    unsigned h = unsigned(i) * 2654435761u ^ seed;
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+    p[i] = __float2bfloat16(float(h & 0xffff) / 32768.0f - 1.0f);
+  }
+}
+
+static double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: %s M N K [--stream-k] [--dump]\n", argv[0]);
+    return 2;
+  }
+  const int M = std::atoi(argv[1]), N = std::atoi(argv[2]), K = std::atoi(argv[3]);
+  bool stream_k = false, dump = false;
+  for (int i = 4; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--stream-k")) stream_k = true;
+    if (!std::strcmp(argv[i], "--dump")) dump = true;
+  }
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  __nv_bfloat16 *a, *b, *d;
+  CHECK(cudaMalloc(&a, size_t(M) * K * 2));
+  CHECK(cudaMalloc(&b, size_t(N) * K * 2));
+  CHECK(cudaMalloc(&d, size_t(M) * N * 2));
+  fill<<<1024, 256>>>(a, size_t(M) * K, 1);
+  fill<<<1024, 256>>>(b, size_t(N) * K, 2);
+  CHECK(cudaGetLastError());
+
+  gi::GemmParams p;
+  p.m = M, p.n = N, p.k = K, p.batch = 1;
+  p.a = a, p.lda = K, p.b = b, p.ldb = K;
+  p.epi.d = d, p.epi.ldd = N, p.epi.d_dtype = gi::kBF16, p.epi.d_vec = N % 8 == 0;
+  gi::sm90::Decomposition dec;
+  dec.stream_k = stream_k;
+  void* ws = nullptr;
+  if (stream_k) {  // one BM x BN fp32 partial and a flag per CTA: generous for every config
+    CHECK(cudaMalloc(&ws, size_t(prop.multiProcessorCount) * (256 * 256 * 4 + 4)));
+    dec.workspace = ws;
+  }
+  auto run = [&] { CHECK((gi::sm90::launch<CFG, gi::kBF16, true, true>(p, prop.multiProcessorCount, dec, 0))); };
+  for (int i = 0; i < 5; ++i) run();
+  CHECK(cudaDeviceSynchronize());
+  static probe::Cta zero[probe::kCtas];
+  CHECK(cudaMemcpyToSymbol(probe::ctas, zero, sizeof(zero)));
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  CHECK(cudaEventRecord(e0));
+  run();
+  CHECK(cudaEventRecord(e1));
+  CHECK(cudaEventSynchronize(e1));
+  float ms = 0;
+  CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  static probe::Cta c[probe::kCtas];
+  CHECK(cudaMemcpyFromSymbol(c, probe::ctas, sizeof(c)));
+
+  int ctas = 0;
+  unsigned long long t0 = ~0ull, t_end = 0;
+  for (int i = 0; i < probe::kCtas; ++i)
+    if (c[i].entry) ++ctas, t0 = std::min(t0, c[i].entry), t_end = std::max(t_end, c[i].exit);
+  std::vector<double> entry, first_wait, exit_t, mainloop, epi, items;
+  std::map<int, std::vector<double>> exit_by_group;  // SMs in groups of 16 ids (roughly a GPC)
+  for (int i = 0; i < ctas; ++i) {
+    const probe::Cta& x = c[i];
+    entry.push_back((x.entry - t0) * 1e-3);
+    exit_t.push_back((x.exit - t0) * 1e-3);
+    exit_by_group[x.sm / 16].push_back((x.exit - t0) * 1e-3);
+    items.push_back(x.items);
+    if (x.items > 0) first_wait.push_back((x.item_begin[0] - t0) * 1e-3);
+    for (int j = 0; j < std::min(x.items, probe::kItems); ++j) {
+      mainloop.push_back((x.item_end[j] - x.item_begin[j]) * 1e-3);
+      const unsigned long long next = j + 1 < x.items ? x.item_begin[j + 1] : x.exit;
+      epi.push_back((next - x.item_end[j]) * 1e-3);
+    }
+  }
+  std::printf("%s config %d  %dx%dx%d  %s  %.1f us (events)  %d CTAs on %d SMs, span %.1f us (globaltimer)\n",
+              prop.name, CFG, M, N, K, stream_k ? "stream-K" : "data-parallel", ms * 1e3, ctas,
+              prop.multiProcessorCount, (t_end - t0) * 1e-3);
+  auto row = [](const char* name, std::vector<double> v) {
+    if (v.empty()) return;
+    std::sort(v.begin(), v.end());
+    std::printf("  %-34s min %8.2f  median %8.2f  max %8.2f us\n", name, v.front(), v[v.size() / 2], v.back());
+  };
+  row("CTA entry (from the first)", entry);
+  row("first item's mainloop start", first_wait);
+  row("mainloop per item", mainloop);
+  row("epilogue + next item's wait", epi);
+  row("CTA exit", exit_t);
+  row("items per CTA", items);
+  std::printf("  exit by SM id / 16:");
+  for (auto& [g, v] : exit_by_group) std::printf("  [%d] n=%zu med %.1f max %.1f", g, v.size(), median(v), *std::max_element(v.begin(), v.end()));
+  std::printf("\n");
+  if (dump) {
+    for (int i = 0; i < ctas; ++i) {
+      const probe::Cta& x = c[i];
+      std::printf("cta %3d sm %3d entry %7.2f start %7.2f", i, x.sm, (x.entry - t0) * 1e-3, (x.start - t0) * 1e-3);
+      for (int j = 0; j < std::min(x.items, probe::kItems); ++j)
+        std::printf(" | tile %4d %7.2f-%7.2f", x.tile[j], (x.item_begin[j] - t0) * 1e-3, (x.item_end[j] - t0) * 1e-3);
+      std::printf(" | exit %7.2f\n", (x.exit - t0) * 1e-3);
+    }
+  }
+  return 0;
+}
