@@ -259,6 +259,14 @@ __device__ __forceinline__ bool recorder() { return threadIdx.x == 128 && blockI
 #define TESSERA_SM90_PROBE_EXIT()
 #endif
 
+// Programmatic dependent launch (the launcher sets cudaLaunchAttributeProgrammaticStreamSerialization):
+// every CTA lets the stream's next kernel launch at once, so that its CTAs take the SMs as this
+// grid's CTAs exit and run their set-up under this grid's tail; each CTA in turn waits for the
+// previous kernel's completion (and its memory) before its first global-memory access. Without a
+// dependent launch both are no-ops.
+__device__ __forceinline__ void allow_dependent_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void wait_for_prior_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
 // Stream-K flags: a release store after the partial, an acquire load before reading it.
 __device__ __forceinline__ void store_release(int* p, int v) {
   asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
@@ -316,6 +324,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   const int lane = threadIdx.x % 32;
   const int cta_rank = kCluster > 1 ? int(block_rank_in_cluster()) : 0;  // position in the cluster
 
+  allow_dependent_launch();
   TESSERA_SM90_PROBE_ENTRY()
   if (warp == 0 && elect_one_sync()) {
     prefetch_tma_descriptor(p.tma_a.get_tma_descriptor());
@@ -340,6 +349,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   // the walk and tensor set-up (H100 probes: ~1300 cycles from entry to a passed cluster_sync).
   if constexpr (kCluster > 1) cluster_arrive_relaxed();  // fence_barrier_init released the inits
   else __syncthreads();
+  wait_for_prior_grid();  // the launch and the set-up above overlap the previous kernel's tail
 
   const GemmParams& g = p.g;
   // Work items of the persistent walk (gemm/schedule.hpp): (cluster tile, k-tile range); a cluster

@@ -34,6 +34,16 @@ inline int forced_epilogue() {
   return mode;
 }
 
+// TESSERA_GEMM_PDL=0 launches without programmatic dependent launch (for measurements and
+// debugging); unset or any other value keeps it on.
+inline bool dependent_launch() {
+  static const bool on = [] {
+    const char* e = std::getenv("TESSERA_GEMM_PDL");
+    return !(e && !std::strcmp(e, "0"));
+  }();
+  return on;
+}
+
 template <int Cfg, int DT, bool AKMajor, bool BKMajor>
 cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, cudaStream_t stream) {
   using T = TraitsOf<Cfg, DT, AKMajor, BKMajor>;
@@ -49,16 +59,21 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
   if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
   const unsigned long long bit = 1ull << (dev & 63);
   cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute cluster_attr = {};
-  cluster_attr.id = cudaLaunchAttributeClusterDimension;
-  cluster_attr.val.clusterDim.x = T::kCluster;  // 1-D: the kernel reads its rank as along M or N
-  cluster_attr.val.clusterDim.y = 1;
-  cluster_attr.val.clusterDim.z = 1;
+  cudaLaunchAttribute attrs[2] = {};
+  attrs[0].id = cudaLaunchAttributeClusterDimension;
+  attrs[0].val.clusterDim.x = T::kCluster;  // 1-D: the kernel reads its rank as along M or N
+  attrs[0].val.clusterDim.y = 1;
+  attrs[0].val.clusterDim.z = 1;
+  // Programmatic dependent launch: after a kernel that allows it (this one does, kernel.cuh), this
+  // grid launches early and overlaps its launch and set-up with that kernel's tail; its CTAs wait
+  // for the kernel's completion before touching global memory.
+  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[1].val.programmaticStreamSerializationAllowed = 1;
   cfg.blockDim = dim3(T::kThreads);
   cfg.dynamicSmemBytes = T::kSmemBytes;
   cfg.stream = stream;
-  cfg.attrs = &cluster_attr;
-  cfg.numAttrs = 1;
+  cfg.attrs = attrs;
+  cfg.numAttrs = 1;  // the occupancy query below sees the cluster shape only
   if (!(configured.load(std::memory_order_acquire) & bit)) {
     if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
         e != cudaSuccess)
@@ -108,6 +123,7 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
       if (cudaError_t e = cudaMemsetAsync(kp.sk_flags, 0, slots * sizeof(int), stream); e != cudaSuccess) return e;
     }
     cfg.gridDim = dim3(unsigned(workers * T::kCluster));
+    cfg.numAttrs = dependent_launch() ? 2 : 1;
     return cudaLaunchKernelEx(&cfg, kernel, kp);
   });
 }
