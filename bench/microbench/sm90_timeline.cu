@@ -6,7 +6,8 @@
 //
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -DCFG=14 \
 //     -Isrc -Iinclude -isystem <cutlass>/include bench/microbench/sm90_timeline.cu -lcuda -o sm90_timeline
-//   ./sm90_timeline M N K [--stream-k] [--dump]     (bf16, A and B K-major, D bf16 row-major)
+//   ./sm90_timeline M N K [--stream-k] [--flush] [--dump]   (bf16, A and B K-major, D bf16 row-major)
+//   --flush: overwrite 256 MB before the measured launch, so that its operands come from DRAM
 //
 // CFG is a row id of src/gemm/sm90/configs.def. The probe adds a few instructions to one thread per
 // CTA; compare its kernel time with the library's before trusting small differences.
@@ -46,13 +47,14 @@ static double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s M N K [--stream-k] [--dump]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s M N K [--stream-k] [--flush] [--dump]\n", argv[0]);
     return 2;
   }
   const int M = std::atoi(argv[1]), N = std::atoi(argv[2]), K = std::atoi(argv[3]);
-  bool stream_k = false, dump = false;
+  bool stream_k = false, dump = false, flush = false;
   for (int i = 4; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--stream-k")) stream_k = true;
+    if (!std::strcmp(argv[i], "--flush")) flush = true;
     if (!std::strcmp(argv[i], "--dump")) dump = true;
   }
   cudaDeviceProp prop;
@@ -81,6 +83,13 @@ int main(int argc, char** argv) {
   CHECK(cudaDeviceSynchronize());
   static probe::Cta zero[probe::kCtas];
   CHECK(cudaMemcpyToSymbol(probe::ctas, zero, sizeof(zero)));
+  if (flush) {  // evict the operands from the 50 MB L2
+    void* junk = nullptr;
+    CHECK(cudaMalloc(&junk, size_t(256) << 20));
+    CHECK(cudaMemset(junk, 1, size_t(256) << 20));
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaFree(junk));
+  }
   cudaEvent_t e0, e1;
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
@@ -112,8 +121,8 @@ int main(int argc, char** argv) {
       epi.push_back((next - x.item_end[j]) * 1e-3);
     }
   }
-  std::printf("%s config %d  %dx%dx%d  %s  %.1f us (events)  %d CTAs on %d SMs, span %.1f us (globaltimer)\n",
-              prop.name, CFG, M, N, K, stream_k ? "stream-K" : "data-parallel", ms * 1e3, ctas,
+  std::printf("%s config %d  %dx%dx%d  %s%s  %.1f us (events)  %d CTAs on %d SMs, span %.1f us (globaltimer)\n",
+              prop.name, CFG, M, N, K, stream_k ? "stream-K" : "data-parallel", flush ? ", L2 flushed" : "", ms * 1e3, ctas,
               prop.multiProcessorCount, (t_end - t0) * 1e-3);
   auto row = [](const char* name, std::vector<double> v) {
     if (v.empty()) return;
