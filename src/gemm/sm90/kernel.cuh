@@ -531,12 +531,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       }
       for (int v = cta_index() / kCluster + 1, slot = sk_slot + 1; sk_folds_from(sched, w, v, grid_size() / kCluster);
            ++v, ++slot) {
-        // One thread spins (all of them polling the flag loaded L2 while the later workers were
-        // still computing), the barrier hands its acquire on to the tile's threads.
-        if (ttid == 0)
-          while (load_acquire(p.sk_flags + slot) == 0) {
-          }
-        cutlass::arch::NamedBarrier::arrive_and_wait(kTileThreads, tile_barrier);
+        while (load_acquire(p.sk_flags + slot) == 0) {
+        }
         const float4* const part = reinterpret_cast<const float4*>(p.sk_partials) + size_t(slot) * (BM * BN / 4) + ttid;
         CUTE_UNROLL
         for (int i = 0; i < kVecs; ++i) {
