@@ -1,0 +1,53 @@
+// The sm90 GEMM kernel's timeline probe (kernel.cuh places the stamps). Compiled in only where
+// TESSERA_SM90_PROBE is defined, i.e. by bench/microbench/sm90_timeline.cu, never by the library:
+// there every macro below expands to nothing.
+#pragma once
+
+namespace tessera::gemm_impl::sm90 {
+
+// Consumer thread 128 stamps %globaltimer (ns) at the consumers' start, at each work item's mainloop
+// start and end, and at exit, with the CTA's SM and each item's tile, to see where a launch's time goes.
+#ifdef TESSERA_SM90_PROBE
+namespace probe {
+constexpr int kCtas = 1024, kItems = 16;
+struct Cta {
+  unsigned long long entry, start, exit, item_begin[kItems], item_end[kItems];
+  int sm, items, tile[kItems];
+};
+__device__ Cta ctas[kCtas];
+__device__ __forceinline__ unsigned long long now() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ bool recorder() { return threadIdx.x == 128 && blockIdx.x < kCtas; }
+}  // namespace probe
+#define TESSERA_SM90_PROBE_ENTRY()                                                          \
+  if (threadIdx.x == 0 && blockIdx.x < probe::kCtas) {                                      \
+    unsigned sm;                                                                            \
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));                                         \
+    probe::ctas[blockIdx.x].entry = probe::now();                                           \
+    probe::ctas[blockIdx.x].sm = int(sm);                                                   \
+  }
+#define TESSERA_SM90_PROBE_START() \
+  int probe_item = 0;              \
+  if (probe::recorder()) probe::ctas[blockIdx.x].start = probe::now();
+#define TESSERA_SM90_PROBE_ITEM_BEGIN(tile_)                                  \
+  if (probe::recorder() && probe_item < probe::kItems) {                      \
+    probe::ctas[blockIdx.x].item_begin[probe_item] = probe::now();            \
+    probe::ctas[blockIdx.x].tile[probe_item] = (tile_);                       \
+  }
+#define TESSERA_SM90_PROBE_ITEM_END()                                                                  \
+  if (probe::recorder() && probe_item < probe::kItems) probe::ctas[blockIdx.x].item_end[probe_item] = probe::now(); \
+  ++probe_item;
+#define TESSERA_SM90_PROBE_EXIT() \
+  if (probe::recorder()) probe::ctas[blockIdx.x].exit = probe::now(), probe::ctas[blockIdx.x].items = probe_item;
+#else
+#define TESSERA_SM90_PROBE_ENTRY()
+#define TESSERA_SM90_PROBE_START()
+#define TESSERA_SM90_PROBE_ITEM_BEGIN(tile_)
+#define TESSERA_SM90_PROBE_ITEM_END()
+#define TESSERA_SM90_PROBE_EXIT()
+#endif
+
+}  // namespace tessera::gemm_impl::sm90
