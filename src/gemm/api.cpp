@@ -79,14 +79,18 @@ Status streamk_override(int* mode) {
   return Status::success();
 }
 
-// TESSERA_SM90_EPILOGUE=tma|smem16|staged (for measurements; sm90/launch.cuh applies it where that
-// mode can run): checked here so that a typo is an error rather than silently the default.
-Status epilogue_override_check() {
-  const char* env = std::getenv("TESSERA_SM90_EPILOGUE");
-  if (!env || !*env) return Status::success();
-  for (const char* ok : {"tma", "smem16", "staged"})
-    if (!std::strcmp(env, ok)) return Status::success();
-  return invalid(std::string("TESSERA_SM90_EPILOGUE: must be tma, smem16 or staged (got '") + env + "')");
+// The overrides that sm90/launch.cuh applies, checked here so that a typo is an error rather than
+// silently the default: TESSERA_SM90_EPILOGUE=tma|smem16|staged (for measurements; where that mode
+// can run) and TESSERA_GEMM_PDL=0|1 (programmatic dependent launch off / on).
+Status launch_overrides_check() {
+  if (const char* env = std::getenv("TESSERA_SM90_EPILOGUE"); env && *env) {
+    bool known = false;
+    for (const char* ok : {"tma", "smem16", "staged"}) known = known || !std::strcmp(env, ok);
+    if (!known) return invalid(std::string("TESSERA_SM90_EPILOGUE: must be tma, smem16 or staged (got '") + env + "')");
+  }
+  if (const char* env = std::getenv("TESSERA_GEMM_PDL"); env && *env && std::strcmp(env, "0") && std::strcmp(env, "1"))
+    return invalid(std::string("TESSERA_GEMM_PDL: must be 0 or 1 (got '") + env + "')");
+  return Status::success();
 }
 
 struct Choice {
@@ -154,7 +158,7 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
   if (Status s = splits_override(&forced_splits); !s.ok()) return s;
   int forced_streamk = -1;
   if (Status s = streamk_override(&forced_streamk); !s.ok()) return s;
-  if (Status s = epilogue_override_check(); !s.ok()) return s;
+  if (Status s = launch_overrides_check(); !s.ok()) return s;
   GemmPlan plan = gemm_impl::make_plan(args);
   if (plan.empty) return Status::success();
 

@@ -35,7 +35,7 @@ inline int forced_epilogue() {
 }
 
 // TESSERA_GEMM_PDL=0 launches without programmatic dependent launch (for measurements and
-// debugging); unset or any other value keeps it on.
+// debugging); unset or 1 keeps it on (gemm/api.cpp refuses other values before any launch).
 inline bool dependent_launch() {
   static const bool on = [] {
     const char* e = std::getenv("TESSERA_GEMM_PDL");
