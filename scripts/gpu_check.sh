@@ -4,6 +4,11 @@
 #   (bench = the GEMM and attention benchmarks; gemm / attention = one of them)
 # Writes under $OUT (default ./gpu_out): gpu.txt, tests.log, sanitize.log, bench.log and the
 # benchmark's JSON + Markdown. Never changes clocks, power or MIG settings.
+# A machine with no network and no GoogleTest (the lent device): carry the CuTe headers
+# (deps/cutlass/cutlass_library/source/include) and a copy of GoogleTest (include/gtest,
+# lib/libgtest*.a) in an ignored folder, and export GTEST_ROOT=<that folder>; the whole build takes
+# ~150 s on 16 cores. bench/ab.py (same-run A/B of a few shapes) and bench/microbench/sm90_timeline.cu
+# (per-CTA timelines) are the tools for a change under study.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
