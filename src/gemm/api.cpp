@@ -201,7 +201,7 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
     // Split-K or stream-K in the workspace after the pad copies, as far as the caller's bytes allow.
     gemm_impl::Decomposition d = gemm_impl::select_decomposition(*cfg, p.m, p.n, p.k, p.batch, dev.sm_count);
     if (forced_splits > 0) d = gemm_impl::Decomposition{forced_splits, false};
-    if (forced_streamk >= 0 && d.splits == 1) d.stream_k = forced_streamk == 1;
+    if (forced_streamk >= 0 && d.splits == 1) d.stream_k = forced_streamk == 1 && cfg->stream_k;
     const size_t room = workspace_bytes > pad_bytes ? workspace_bytes - pad_bytes : 0;
     while (d.splits > 1 && gemm_impl::splitk_bytes(*cfg, p.m, p.n, p.batch, d.splits) > room) --d.splits;
     if (d.stream_k && (d.splits > 1 || gemm_impl::streamk_bytes(*cfg, dev.sm_count) > room)) d.stream_k = false;

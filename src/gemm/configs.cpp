@@ -26,7 +26,8 @@ std::vector<Config> build() {
   Config{id, Kernel::Sm90, name, bm, bn, bk, stages,                                                         \
          4 * (1 + sm90::consumer_warpgroups(bm, sm90::schedule == sm90::kPingpong)),                             \
          sm90::smem_bytes_for(bm, bn, bk, stages, sm90::schedule == sm90::kPingpong), 90, 90, reason, throughput, \
-         cluster_m, cluster_n, sm90::schedule == sm90::kPingpong},
+         cluster_m, cluster_n, sm90::schedule == sm90::kPingpong,                                                 \
+         sm90::supports_stream_k(bm, sm90::schedule == sm90::kPingpong)},
 #include "gemm/sm90/configs.def"
 #undef TESSERA_SM90_CONFIG
   };
@@ -222,7 +223,7 @@ Decomposition select_decomposition_uncached(const Config& c, long long m, long l
   d.splits = select_splits(c, m, n, k, batch, sm_count);
   if (c.kernel != Kernel::Sm90 || sm_count <= 0) return d;
   const double best = sm90_cost(c, m, n, k, batch, sm_count, d.splits);
-  if (sm90_cost(c, m, n, k, batch, sm_count, 1, true) < kStreamKMinGain * best) d = Decomposition{1, true};
+  if (c.stream_k && sm90_cost(c, m, n, k, batch, sm_count, 1, true) < kStreamKMinGain * best) d = Decomposition{1, true};
   return d;
 }
 

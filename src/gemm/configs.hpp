@@ -23,6 +23,7 @@ struct Config {
   int cluster_m = 1;     // sm90: CTAs per cluster along M (sharing B by TMA multicast)
   int cluster_n = 1;     // sm90: CTAs per cluster along N (sharing A by TMA multicast)
   bool pingpong = false; // sm90: two consumer warpgroups on alternating BM x BN tiles (else cooperative)
+  bool stream_k = false;  // sm90: can walk stream-K shares (not the three-warpgroup tile: sm90/config_shape.hpp)
 };
 
 const std::vector<Config>& configs();

@@ -49,6 +49,7 @@ constexpr const char* kSm90Pair192 = "sm90_128x192x64_s5_c2_coop";  // partial l
 constexpr const char* kSm90Small = "sm90_128x64x64_s8_c1x2_coop";
 constexpr const char* kSm90Pingpong = "sm90_64x256x64_s5_c2_pingpong";
 constexpr const char* kSm90Decode = "sm90_64x64x64_s8_c2_coop";  // M = 128 with few N tiles
+constexpr const char* kSm90Tall = "sm90_192x128x64_s4_c1x2_coop";  // three consumer warpgroups
 
 long long tiles(const Config& c, long long m, long long n, long long batch) {
   return ((m + c.bm - 1) / c.bm) * ((n + c.bn - 1) / c.bn) * batch;
@@ -386,9 +387,17 @@ TEST(Heuristic, PingpongOnlyWhereTheEpilogueDominates) {
 TEST(StreamK, OnlyWhereThePartialWaveCostsClearly) {
   const Config& large = *ti::find_config(kSm90Large);
   // 1024x6144x4096 with a column-major D (canonical 6144 x 1024): 96 pairs of 128x256 tiles for 66
-  // workers, 2 waves data-parallel vs 1.45 streamed (H100: 93.5 -> 87.1 us).
+  // workers, 2 waves data-parallel vs 1.45 streamed (H100: 93.5 -> 87.1 us) ...
   EXPECT_TRUE(ti::select_decomposition(large, 6144, 1024, 4096, 1, 132).stream_k);
-  EXPECT_STREQ(pick_tma(kH100, 6144, 1024, 4096).name, kSm90Large);
+  // ... but 192x128 pairs cut it into 1.94 waves with no fix-up: H100, same run, 71.3-71.9 us
+  // against 80.7-81.4 for 128x256 pairs streamed (cuBLASLt 70.2-70.6).
+  EXPECT_STREQ(pick_tma(kH100, 6144, 1024, 4096).name, kSm90Tall);
+  // The three-warpgroup tile has no registers for stream-K's fix-up: never streamed, even forced.
+  const Config& tall = *ti::find_config(kSm90Tall);
+  EXPECT_FALSE(tall.stream_k);
+  EXPECT_TRUE(large.stream_k);
+  for (long long s : {3000LL, 6144LL, 8192LL, 16384LL})
+    EXPECT_FALSE(ti::select_decomposition(tall, s, 1024, 4096, 1, 132).stream_k) << s;
   // The partial wave streamed after the whole waves: 8192^3 1388 -> 1369 us, 16384^3 12.02 ->
   // 11.76 ms on the H100 (model: 1.5% to gain); 4096^3 lost (179.6 -> 187.8), 6144^3 was even.
   for (long long s : {8192LL, 16384LL}) EXPECT_TRUE(ti::select_decomposition(large, s, s, s, 1, 132).stream_k) << s;
@@ -405,7 +414,7 @@ TEST(StreamK, OnlyWhereThePartialWaveCostsClearly) {
 TEST(StreamK, WorkspaceBoundCoversTheHeuristicsChoice) {
   // Where the heuristic streams on an H100, gemm_workspace_size's bound has room for it ...
   const Config& large = *ti::find_config(kSm90Large);
-  EXPECT_GE(ti::splitk_workspace_bound(6144, 1024, 4096, 1), ti::streamk_bytes(large, 132));
+  EXPECT_GE(ti::splitk_workspace_bound(57344, 1024, 8192, 1), ti::streamk_bytes(large, 132));
   EXPECT_GE(ti::splitk_workspace_bound(8192, 8192, 8192, 1), ti::streamk_bytes(large, 132));
   // ... and where it does not, none is asked for (aligned operands then need no workspace).
   EXPECT_EQ(ti::splitk_workspace_bound(2048, 2048, 2048, 1), 0u);

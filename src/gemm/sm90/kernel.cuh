@@ -75,8 +75,11 @@ struct Traits {
   static constexpr int kTileThreads = 128 * kTileWarpgroups;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   // setmaxnreg: ptxas compiles each role within its count (the producer spilled at 40 once it walked
-  // split-K ranges and clusters); 128*56 + 256*224 = 64512 <= 64K registers.
-  static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
+  // split-K ranges and clusters); 128*56 + 256*224 = 64512 <= 64K registers. Three consumer
+  // warpgroups (192-row tiles, 64 accumulators each): ptxas holds a 512-thread kernel to 128
+  // registers per thread, consumers included (it does not compile them to a raised setmaxnreg
+  // count), so their code must fit 128; 128*56 + 384*152 = 64K at run time all the same.
+  static constexpr int kProducerRegs = 56, kConsumerRegs = kConsumers == 3 ? 152 : 224;
   using Element = typename ElementOf<DT>::type;
 
   // smem: 128-byte swizzle atoms (8 rows x 64 K-elements, or 64 MN-elements x 8 rows) tiled over
@@ -174,7 +177,7 @@ struct Traits {
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
 
-  static_assert(BM % 64 == 0 && kConsumers >= 1 && kConsumers <= 2, "64 rows per consumer warpgroup");
+  static_assert(BM % 64 == 0 && kConsumers >= 1 && kConsumers <= 3, "64 rows per consumer warpgroup");
   static_assert(!Pingpong || BM == 64, "ping-pong: each consumer warpgroup owns a whole 64-row tile");
   static_assert(kCluster <= 2 && ClusterM >= 1 && ClusterN >= 1, "clusters of 1 or 2 CTAs, along M or N");
   static_assert(BN % kEpiN == 0 && BK % 64 == 0, "tile vs swizzle atom / epilogue sub-tile");
@@ -471,7 +474,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     // raises its flag; the owner waits for the later workers' flags (they computed their part
     // first thing in their shares), adds their partials in worker order (the same bits whichever
     // finished first) and goes on to the normal epilogue.
-    if (sk_publisher || sk_owner) {
+    if (supports_stream_k(BM, T::Pingpong) && (sk_publisher || sk_owner)) {
       constexpr int kTileThreads = T::kTileThreads, kVecs = BN / 8;  // float4s of accumulators per thread
       const int sk_slot = cta_rank * (grid_size() / kCluster) + cta_index() / kCluster;
       if (sk_publisher) {
@@ -697,7 +700,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     // 64 floats in flight either way. A 256-wide tile keeps its dead 128 accumulators live across
     // the persistent loop, so it cannot afford more (kGroup 4 spilled there); 128-wide tiles group 4 ranges
     // (2 chunks each) per round trip, the 256-wide ones 1 range of 4 chunks.
-    constexpr int kGroup = BN <= 128 ? 4 : 1, kPass = BN <= 128 ? 2 : 4;
+    // Three consumer warpgroups compile to 128 registers: one range per round trip there too.
+    constexpr int kGroup = BN <= 128 && T::kConsumers < 3 ? 4 : 1, kPass = BN <= 128 ? 2 : 4;
     const float4* const base = reinterpret_cast<const float4*>(tile_partials) + (wg_row0 * BN) / 4 + 2 * wtid;
 #pragma unroll 1  // one copy of `store` per pass (see `staged`)
     for (int p0 = 0; p0 < kIters; p0 += kPass) {

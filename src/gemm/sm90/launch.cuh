@@ -97,6 +97,7 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
     const long long tiles_nc = (tiles_n + T::ClusterN - 1) / T::ClusterN;
     const long long ctiles = tiles_mc * tiles_nc * q.batch;
     const long long k_tiles = (q.k + T::BK - 1) / T::BK;
+    if (dec.stream_k && !supports_stream_k(S::BM, S::Pingpong)) return cudaErrorInvalidValue;  // compiled out
     Schedule sched;  // make_schedule streams only with splits == 1
     if (!make_schedule(ctiles, dec.splits, k_tiles, clusters, dec.stream_k, &sched)) return cudaErrorInvalidValue;
     // Persistent: at most one CTA per SM; stream-K shares go to every cluster the GPU holds at once.
