@@ -4,10 +4,10 @@
 //   warpgroup 0 (producer, 56 registers): one elected thread walks the CTA's tiles and k-tiles and
 //     issues the TMA loads of A and B into the next free stage (waits on its `empty` barrier, arms
 //     its `full` barrier with the transaction byte count).
-//   two consumer warpgroups (224 registers), in one of two schedules:
-//     cooperative: both work on one BM x BN tile (BM = 128), each owns 64 rows; while they run the
-//       epilogue the tensor cores idle (the producer already fills the ring for the next tile).
-//     ping-pong: each works on its own 64 x BN tile, the CTA's work items alternating between them;
+//   consumer warpgroups (224 registers; 128 when there are three), in one of two schedules:
+//     cooperative: BM / 64 of them (one to three) on one BM x BN tile, each owns 64 rows; while they
+//       run the epilogue the tensor cores idle (the producer already fills the ring for the next tile).
+//     ping-pong: two, each on its own 64 x BN tile, the CTA's work items alternating between them;
 //       their mainloops take turns (an mbarrier per warpgroup says "your turn"), so one's epilogue
 //       runs under the other's mainloop and the tensor cores stay busy across tile boundaries.
 //     Per k-tile: wait `full`, issue BK/16 WGMMAs 64xBNx16 reading A and B straight from smem,
