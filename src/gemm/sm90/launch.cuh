@@ -50,6 +50,8 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
   using S = ConfigShape<Cfg>;
   static_assert(T::kSmemBytes == smem_bytes_for(S::BM, S::BN, S::BK, S::Stages, S::Pingpong), "host smem formula is stale");
   auto* kernel = &gemm_kernel<T>;
+  // This tile's stream-K fix-up is compiled out (config_shape.hpp): refuse before touching the device.
+  if (dec.stream_k && !supports_stream_k(S::BM, S::Pingpong)) return cudaErrorInvalidValue;
 
   // Per device, once: raise the dynamic shared-memory limit (a per-context attribute) and ask how
   // many clusters fit at once (the persistent grid's size; GPCs may leave SMs a cluster cannot use).
@@ -97,7 +99,6 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
     const long long tiles_nc = (tiles_n + T::ClusterN - 1) / T::ClusterN;
     const long long ctiles = tiles_mc * tiles_nc * q.batch;
     const long long k_tiles = (q.k + T::BK - 1) / T::BK;
-    if (dec.stream_k && !supports_stream_k(S::BM, S::Pingpong)) return cudaErrorInvalidValue;  // compiled out
     Schedule sched;  // make_schedule streams only with splits == 1
     if (!make_schedule(ctiles, dec.splits, k_tiles, clusters, dec.stream_k, &sched)) return cudaErrorInvalidValue;
     // Persistent: at most one CTA per SM; stream-K shares go to every cluster the GPU holds at once.
