@@ -49,6 +49,8 @@ constexpr const char* kSm90Pair192 = "sm90_128x192x64_s5_c2_coop";  // partial l
 constexpr const char* kSm90Small = "sm90_128x64x64_s8_c1x2_coop";
 constexpr const char* kSm90Pingpong = "sm90_64x256x64_s5_c2_pingpong";
 constexpr const char* kSm90Decode = "sm90_64x64x64_s8_c2_coop";  // M = 128 with few N tiles
+constexpr const char* kSm90DecodeT = "sm90_64x64x64_s8_c1x2_coop";  // the same, N = 128 (pairs share A)
+constexpr const char* kSm90Square192 = "sm90_192x192x64_s4_c2_coop";  // three consumer warpgroups
 constexpr const char* kSm90Tall = "sm90_192x128x64_s4_c1x2_coop";  // three consumer warpgroups
 
 long long tiles(const Config& c, long long m, long long n, long long batch) {
@@ -160,8 +162,8 @@ TEST(Heuristic, HopperWithTmaReadyOperandsTakesWgmma) {
   EXPECT_STREQ(pick_tma(kH100, 4096, 4096, 4096).name, kSm90Large);
   // 3000^3: 576 tiles of 128x128 pull 887 MB out of L2 (L2-bound: ncu 81% of L2 throughput on the
   // H100, 164 us); 288 tiles of 128x256 in 2x1 clusters pull 443 MB (114 us, measured) but fill
-  // 2.2 waves of cluster pairs, 384 tiles of 128x192 fill 2.9.
-  EXPECT_STREQ(pick_tma(kH100, 3000, 3000, 3000).name, kSm90Pair192);
+  // 2.2 waves of cluster pairs, 384 tiles of 128x192 fill 2.9 (95 us), 256 of 192x192 1.94 (85 us).
+  EXPECT_STREQ(pick_tma(kH100, 3000, 3000, 3000).name, kSm90Square192);
   EXPECT_STREQ(pick_tma(kH100, 1536, 1536, 1536).name, kSm90Pair192);  // 72 vs 96 SMs busy, one wave
   // M = 128: DRAM sets the pace (B is read once); a 2x1 cluster would be half empty and 256-wide
   // tiles streamed B at ~70% of the rate of 128-wide ones (measured), so 128x128.
@@ -175,8 +177,9 @@ TEST(Heuristic, SmallProblemsStayOnWgmma) {
   // Unsplit, the sm90 kernel beat sm80_64x64 at 1024^3 on the H100 (11.1 vs 15.2 us); 128 tiles of
   // 128x64 in 1x2 pairs keep 128 SMs streaming where 64 tiles of 128x128 keep 64.
   EXPECT_STREQ(pick_tma(kH100, 1024, 1024, 1024).name, kSm90Small);
-  // One tile: the smallest (least padding, the same single k-tile).
-  EXPECT_STREQ(pick_tma(kH100, 1, 1, 1).name, kSm90Decode);
+  // One tile: the smallest (least padding, the same single k-tile), in either pair orientation.
+  const Config& one = pick_tma(kH100, 1, 1, 1);
+  EXPECT_TRUE(one.bm == 64 && one.bn == 64 && !one.pingpong) << one.name;
 }
 
 TEST(Heuristic, FewTileProblemsTakeTheNarrowTile) {
@@ -185,6 +188,9 @@ TEST(Heuristic, FewTileProblemsTakeTheNarrowTile) {
   // its 64 k-tiles of 24 KB); 128 tiles of 64x64 in 2x1 pairs spread the intake over 128 SMs and
   // L2 (~15 us) becomes the bound.
   EXPECT_STREQ(pick_tma(kH100, 128, 4096, 4096).name, kSm90Decode);
+  // The same problem the other way round (a column-major D): the pairs that multicast the weights,
+  // now A (H100, same run: 17.4 us vs 18.5 for pairs along M).
+  EXPECT_STREQ(pick_tma(kH100, 4096, 128, 4096).name, kSm90DecodeT);
   // 128 x 6144: 192 tiles of 64x64 would run two waves; 96 of 128x64 run one.
   EXPECT_STREQ(pick_tma(kH100, 128, 6144, 4096).name, kSm90Small);
   // Enough 128x128 tiles (128 x 16384: 128 tiles): the wider tile reads A half as often.
@@ -403,8 +409,10 @@ TEST(StreamK, OnlyWhereThePartialWaveCostsClearly) {
   for (long long s : {8192LL, 16384LL}) EXPECT_TRUE(ti::select_decomposition(large, s, s, s, 1, 132).stream_k) << s;
   for (long long s : {2048LL, 4096LL, 6144LL})
     EXPECT_FALSE(ti::select_decomposition(large, s, s, s, 1, 132).stream_k) << s;
-  // 3000^3: 128x256 streamed (99.1 us) loses to 128x192 pairs data-parallel (97.0 us).
-  EXPECT_STREQ(pick_tma(kH100, 3000, 3000, 3000).name, kSm90Pair192);
+  // 3000^3: 128x256 streamed (99.1 us) loses to 128x192 pairs data-parallel (97.0 us), and that to
+  // 192x192 pairs (1.94 waves, 85 us), which never stream.
+  EXPECT_STREQ(pick_tma(kH100, 3000, 3000, 3000).name, kSm90Square192);
+  EXPECT_FALSE(ti::find_config(kSm90Square192)->stream_k);
   // Decode shapes: the small tile's partial tiles are all the work; streaming lost 5-15%.
   EXPECT_FALSE(ti::select_decomposition(*ti::find_config(kSm90Small), 4096, 128, 4096, 1, 132).stream_k);
   // Never on the mma.sync family.

@@ -23,8 +23,8 @@ struct ConfigShape;
 constexpr int consumer_warpgroups(int bm, bool pingpong) { return pingpong ? 2 : bm / 64; }
 
 // Stream-K's fix-up (adding the later workers' partials into the accumulators) needs registers the
-// three-warpgroup tile does not have: ptxas holds a 512-thread kernel to 128 per thread, and the
-// fix-up's loads spilled it. Those configs run data-parallel or split-K only.
+// three-warpgroup tile does not have: its consumers get 152 per thread (setmaxnreg, 512 threads in
+// 64K), and the fix-up's loads spilled them. Those configs run data-parallel or split-K only.
 constexpr bool supports_stream_k(int bm, bool pingpong) { return consumer_warpgroups(bm, pingpong) < 3; }
 
 // The epilogue's shared memory per consumer warpgroup (kernel.cuh): the 16-bit D leaves in 64 x 64

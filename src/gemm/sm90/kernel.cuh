@@ -76,9 +76,9 @@ struct Traits {
   static constexpr int kThreads = 128 * (1 + kConsumers);
   // setmaxnreg: ptxas compiles each role within its count (the producer spilled at 40 once it walked
   // split-K ranges and clusters); 128*56 + 256*224 = 64512 <= 64K registers. Three consumer
-  // warpgroups (192-row tiles, 64 accumulators each): ptxas holds a 512-thread kernel to 128
-  // registers per thread, consumers included (it does not compile them to a raised setmaxnreg
-  // count), so their code must fit 128; 128*56 + 384*152 = 64K at run time all the same.
+  // warpgroups (192-row tiles): 128*56 + 384*152 = 64K. ptxas reports such a kernel at the
+  // launch's 128 registers per thread but compiles the consumers within the 152 (the 192x192
+  // tile's SASS uses up to R149), which the 96 accumulators of a 64x192 consumer just fit.
   static constexpr int kProducerRegs = 56, kConsumerRegs = kConsumers == 3 ? 152 : 224;
   using Element = typename ElementOf<DT>::type;
 
@@ -521,6 +521,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
           for (int h = 0; h < 2; ++h) {
             const int r = 16 * wg_warp + lane / 4 + 8 * h, col = 8 * jj + 2 * (lane % 4);
             *reinterpret_cast<float2*>(epi + r * kLd + col) = make_float2(acc(4 * j + 2 * h), acc(4 * j + 2 * h + 1));
+            // Three warpgroups (128-register code): the WGMMAs keep every accumulator live across the
+            // persistent loop; zeroing the staged ones frees their registers for `emit`.
+            if constexpr (T::kConsumers == 3) acc(4 * j + 2 * h) = acc(4 * j + 2 * h + 1) = 0.0f;
           }
         }
         cutlass::arch::NamedBarrier::arrive_and_wait(128, epi_barrier);
@@ -700,8 +703,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     // 64 floats in flight either way. A 256-wide tile keeps its dead 128 accumulators live across
     // the persistent loop, so it cannot afford more (kGroup 4 spilled there); 128-wide tiles group 4 ranges
     // (2 chunks each) per round trip, the 256-wide ones 1 range of 4 chunks.
-    // Three consumer warpgroups compile to 128 registers: one range per round trip there too.
-    constexpr int kGroup = BN <= 128 && T::kConsumers < 3 ? 4 : 1, kPass = BN <= 128 ? 2 : 4;
+    // Three consumer warpgroups have 152 registers: one range per round trip there too, and 32
+    // floats in flight (64 spilled the 192x192 tile).
+    constexpr int kGroup = BN <= 128 && T::kConsumers < 3 ? 4 : 1, kPass = BN <= 128 || T::kConsumers == 3 ? 2 : 4;
     const float4* const base = reinterpret_cast<const float4*>(tile_partials) + (wg_row0 * BN) / 4 + 2 * wtid;
 #pragma unroll 1  // one copy of `store` per pass (see `staged`)
     for (int p0 = 0; p0 < kIters; p0 += kPass) {
