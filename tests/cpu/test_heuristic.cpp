@@ -48,8 +48,8 @@ constexpr const char* kSm90Medium = "sm90_128x128x64_s6_coop";
 constexpr const char* kSm90Pair192 = "sm90_128x192x64_s5_c2_coop";  // partial last waves of 128x256
 constexpr const char* kSm90Small = "sm90_128x64x64_s8_c1x2_coop";
 constexpr const char* kSm90Pingpong = "sm90_64x256x64_s5_c2_pingpong";
-constexpr const char* kSm90Decode = "sm90_64x64x64_s8_c2_coop";  // M = 128 with few N tiles
-constexpr const char* kSm90DecodeT = "sm90_64x64x64_s8_c1x2_coop";  // the same, N = 128 (pairs share A)
+constexpr const char* kSm90Decode = "sm90_64x64x64_s13_c2_coop";  // M = 128 with few N tiles
+constexpr const char* kSm90DecodeT = "sm90_64x64x64_s13_c1x2_coop";  // the same, N = 128 (pairs share A)
 constexpr const char* kSm90Square192 = "sm90_192x192x64_s4_c2_coop";  // three consumer warpgroups
 constexpr const char* kSm90Tall = "sm90_192x128x64_s4_c1x2_coop";  // three consumer warpgroups
 

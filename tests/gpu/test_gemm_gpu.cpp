@@ -848,10 +848,14 @@ TEST_F(GemmConfigSelection, HeuristicMatchesTheTableForThisDevice) {
     ASSERT_EQ(tessera_gemm_select_config(&c, &cname), TESSERA_STATUS_SUCCESS);
     EXPECT_EQ(name, cname);
   }
-  // A large square on a big GPU gets its family's first (preferred) config when it fits.
+  // A large square on a big GPU gets its family's preferred config when it fits: the highest
+  // throughput (the first of equals: sm80 rows all say 100 and list the preferred one first).
   const ti::Kernel family = f.cc == 90 ? ti::Kernel::Sm90 : ti::Kernel::Sm80;
-  const ti::Config& preferred =
-      *std::find_if(ti::configs().begin(), ti::configs().end(), [&](const ti::Config& c) { return c.kernel == family; });
+  const ti::Config* best = nullptr;
+  for (const ti::Config& c : ti::configs())
+    if (c.kernel == family && (!best || c.throughput > best->throughput)) best = &c;
+  ASSERT_NE(best, nullptr);
+  const ti::Config& preferred = *best;
   if (f.sm_count >= 100 && f.smem_optin >= preferred.smem_bytes) {
     std::string name;
     ASSERT_TRUE(tessera::gemm_select_config(fake_args(4096, 4096, 4096), &name).ok());
@@ -1158,7 +1162,7 @@ TEST_F(GemmEpilogueSplitK, ForcedStreamK) {
   if (f.cc != 90) GTEST_SKIP() << "stream-K runs on the sm90 path only (this device is sm_" << f.cc << ")";
   EnvGuard env("TESSERA_GEMM_STREAMK", "1");
   for (const char* cfg : {"sm90_128x128x64_s6_coop", "sm90_128x256x64_s4_c2_coop", "sm90_128x64x64_s8_c1x2_coop",
-                          "sm90_64x256x64_s5_c2_pingpong", "sm90_64x64x64_s8_c2_coop"})
+                          "sm90_64x256x64_s5_c2_pingpong", "sm90_64x64x64_s13_c2_coop", "sm90_64x64x64_s13_c1x2_coop"})
     for (tessera::BiasMode mode : kBiasModes)
       for (tessera::Activation act : {tessera::Activation::Gelu, tessera::Activation::Silu})
         for (int combo : {1, 2 | 4}) {
