@@ -171,6 +171,10 @@ TEST(Heuristic, HopperWithTmaReadyOperandsTakesWgmma) {
   EXPECT_STREQ(pick_tma(kH100, 128, 65536, 4096).name, kSm90Medium);
   // N = 128: a 256-wide tile would be half padding; 224 tiles of 128x128 instead.
   EXPECT_STREQ(pick_tma(kH100, 28672, 128, 4096).name, kSm90Medium);
+  // The DRAM term rates 448 tiles of 128x128 (3.4 waves) and 448 pairs of 128x64 (6.8 waves of
+  // pairs) alike; the fuller last wave wins the tie (H100, same run: 336 vs 347 us). At 28672 both
+  // leave a third of a wave and the larger tile stays (93 vs 95 us).
+  EXPECT_STREQ(pick_tma(kH100, 57344, 128, 8192).name, kSm90Small);
 }
 
 TEST(Heuristic, SmallProblemsStayOnWgmma) {
