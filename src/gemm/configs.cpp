@@ -80,7 +80,8 @@ const Config* select_in(Kernel family, const HeuristicInput& in) {
 // the whole problem's A and B come from DRAM once; the slowest of the four sets the pace:
 //   mma  = waves x k-tiles per unit x 2 BM BN BK / (kSmFlopsPerUs x throughput / 100)
 //   l2   = units x k-tiles per unit x (BM / cluster_n + BN / cluster_m) x BK x 2 bytes / kL2BytesPerUs
-//          (a cluster multicasts the shared tile, so each CTA pulls half of it)
+//          (a cluster multicasts the shared tile, so each CTA pulls half of it; a decode shape's
+//          small operand at a discount, kBroadcastL2)
 //   dram = (M K + N K) x 2 bytes x batch / kDramBytesPerUs
 //   feed = one SM's k-tiles x (BM + BN) x BK x 2 bytes / kSmFeedBytesPerUs (its own intake)
 // Measured on an H100 with ncu (3000^3 bf16): 128x128 tiles ran L2-bound (81% of L2 throughput,
@@ -93,6 +94,16 @@ const Config* select_in(Kernel family, const HeuristicInput& in) {
 // (128x4096x14336: 72.7 us unsplit, 60.6 at 2 ranges). About 10 us + 5 us per range.
 constexpr double kSmFlopsPerUs = 6.45e6;  // per SM in the mainloop at throughput 100 (~850 TFLOP/s on 132 SMs)
 constexpr double kL2BytesPerUs = 6.5e6;   // L2 -> SM, whole GPU (H100: ~90% of the ~7 TB/s ncu peak)
+// A decode shape's small operand (the activations, <= kBroadcastRows of them) is read by every
+// cluster at about the same k-tile, and L2 serves it faster than its bytes say. H100, same run,
+// bf16, 64x64 pairs along N (13 stages) on 4096 x 128 x 14336: 47.0 us, where the l2 term at full
+// weight said 54.2 (352 MB at 7.5 TB/s); across seven decode shapes the 64x64 pairs ran 0.82-0.90
+// of the full-weight l2 term wherever it bound (4096 x 128 x 4096 adds ~3 us of fixed costs). At
+// 0.75 the heuristic moves 128x4096x14336 from 128x64 pairs streamed (54.3 us) to 64x64 pairs and
+// no other suite shape; off the suite, M = 128 with K >= 8192 and N <= 4096 moves likewise. (At
+// 256 rows it moved M = 256 shapes to tiles never measured there: the discount stops at 128.)
+constexpr double kBroadcastL2 = 0.75;
+constexpr long long kBroadcastRows = 128;
 constexpr double kDramBytesPerUs = 3.0e6; // HBM3, ~90% of 3.35 TB/s
 // One SM takes in at most ~55 bytes per clock of TMA loads (multicast copies included): H100
 // probes, 128x64 tiles in 1x2 pairs, 24 KB per k-tile every ~444 cycles whether the operands came
@@ -153,8 +164,9 @@ double sm90_cost(const Config& c, long long m, long long n, long long k, long lo
       fixup = kStreamKFixedUs + 2.0 * double(workers * cluster) * c.bm * c.bn * 4.0 / kL2BytesPerUs;
     }
   }
-  const double l2 =
-      double(units) * k_tiles * (double(c.bm) / c.cluster_n + double(c.bn) / c.cluster_m) * c.bk * 2.0 / kL2BytesPerUs;
+  const double wa = m <= kBroadcastRows && n > kBroadcastRows ? kBroadcastL2 : 1.0;  // see kBroadcastL2
+  const double wb = n <= kBroadcastRows && m > kBroadcastRows ? kBroadcastL2 : 1.0;
+  const double l2 = double(units) * k_tiles * (wa * c.bm / c.cluster_n + wb * c.bn / c.cluster_m) * c.bk * 2.0 / kL2BytesPerUs;
   const double feed = iters * double(c.bm + c.bn) * c.bk * 2.0 / kSmFeedBytesPerUs;
   const double useful = double(m) * n / (double(tiles_m * c.bm) * double(tiles_n * c.bn));
   const double dram = double(m + n) * k * 2.0 * batch / (kDramBytesPerUs * (kDramPaddedBase + (1 - kDramPaddedBase) * useful));

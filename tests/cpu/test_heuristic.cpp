@@ -195,6 +195,11 @@ TEST(Heuristic, FewTileProblemsTakeTheNarrowTile) {
   // The same problem the other way round (a column-major D): the pairs that multicast the weights,
   // now A (H100, same run: 17.4 us vs 18.5 for pairs along M).
   EXPECT_STREQ(pick_tma(kH100, 4096, 128, 4096).name, kSm90DecodeT);
+  // Long K: the 64x64 pairs stream the weights at 7.5 TB/s of L2 traffic, the activations served
+  // to every pair at about the same k-tile (H100, same run: 47.0 us vs 54.3 for 128x64 pairs
+  // streamed, cuBLASLt 54.2), in either orientation.
+  EXPECT_STREQ(pick_tma(kH100, 4096, 128, 14336).name, kSm90DecodeT);
+  EXPECT_STREQ(pick_tma(kH100, 128, 4096, 14336).name, kSm90Decode);
   // 128 x 6144: 192 tiles of 64x64 would run two waves; 96 of 128x64 run one.
   EXPECT_STREQ(pick_tma(kH100, 128, 6144, 4096).name, kSm90Small);
   // Enough 128x128 tiles (128 x 16384: 128 tiles): the wider tile reads A half as often.
