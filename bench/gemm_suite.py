@@ -199,7 +199,8 @@ def markdown(meta, rows):
         f"CUDA runtime {meta['cuda_runtime']}, driver {meta['cuda_driver']}",
         "",
         "cuBLAS = cuBLASLt (first heuristic algorithm, 32 MiB workspace), same process and inputs. CUDA events, "
-        f"median of {meta['iters']} samples after {meta['warmup']} warm-up, input sets rotated past L2. "
+        f"median of {meta['iters']} samples after {meta['warmup']} warm-up, the two libraries' samples alternating "
+        "(both see the same clocks), input sets rotated past L2. "
         "Shapes marked (b) ran in under 50 us and were timed as batches of back-to-back launches (both libraries "
         "alike). Ratio = tessera / cuBLAS. Verify: relative Frobenius error against a cuBLASLt fp32 reference.",
         "",

@@ -154,7 +154,8 @@ void print_gemm_help(std::FILE* out) {
                "in [-1, 1] (bias and activation only with --bias / --activation).\n"
                "Matrices are column-major as in BLAS unless --d-row-major; FLOPs = 2*M*N*K*batch.\n"
                "Without --compare only tessera is timed. Problems whose launch takes under %.0f us are timed\n"
-               "as batches of back-to-back launches per event pair, the same way for both libraries.\n\n"
+               "as batches of back-to-back launches per event pair, the same way for both libraries; with\n"
+               "--compare the two libraries' samples alternate, so that both see the same clocks.\n\n"
                "options:\n",
                kSmallProblemMs * 1e3);
   print_options(out, gemm_options());
@@ -239,8 +240,13 @@ int run_gemm(const std::vector<std::string>& args) {
   if (settings.compare) single_ms = std::min(single_ms, estimate_launch_ms(cublas_launch, stream.get()));
   TimingConfig timing = settings.timing;
   timing.launches_per_sample = launches_per_sample_for(single_ms);
-  report.tessera = time_launches(tessera_launch, timing, stream.get());
-  if (settings.compare) report.cublas = time_launches(cublas_launch, timing, stream.get());
+  if (settings.compare) {  // interleaved samples: both see the same clock and power history
+    const std::vector<TimingResult> t = time_interleaved({tessera_launch, cublas_launch}, timing, stream.get());
+    report.tessera = t[0];
+    report.cublas = t[1];
+  } else {
+    report.tessera = time_launches(tessera_launch, timing, stream.get());
+  }
   CLI_CUDA_CHECK(cudaGetLastError());
 
   print_report(human, report);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace tessera_cli {
 
@@ -34,6 +35,13 @@ struct TimingResult {
 constexpr double kSmallProblemMs = 0.050;
 
 TimingResult time_launches(const Launch& launch, const TimingConfig& config, cudaStream_t stream);
+
+// Several launchers timed alike, their samples interleaved (warm-up and sample s of each in turn),
+// so that all of them see the same clock and power history. Timed one after the other, two
+// libraries saw different parts of a power-capped H100's clock swing (1185-1440 MHz in ~300 ms
+// steps at the 700 W cap): 16384x28672x4096 read 0.89-0.93x from 20 samples each, 0.997x from 300.
+std::vector<TimingResult> time_interleaved(const std::vector<Launch>& launches, const TimingConfig& config,
+                                           cudaStream_t stream);
 
 // Rough time of one launch (median of a few single-launch samples after one warm-up launch).
 double estimate_launch_ms(const Launch& launch, cudaStream_t stream);
