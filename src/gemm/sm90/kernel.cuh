@@ -521,7 +521,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
           for (int h = 0; h < 2; ++h) {
             const int r = 16 * wg_warp + lane / 4 + 8 * h, col = 8 * jj + 2 * (lane % 4);
             *reinterpret_cast<float2*>(epi + r * kLd + col) = make_float2(acc(4 * j + 2 * h), acc(4 * j + 2 * h + 1));
-            // Three warpgroups (128-register code): the WGMMAs keep every accumulator live across the
+            // Three warpgroups (152 registers): the WGMMAs keep every accumulator live across the
             // persistent loop; zeroing the staged ones frees their registers for `emit`.
             if constexpr (T::kConsumers == 3) acc(4 * j + 2 * h) = acc(4 * j + 2 * h + 1) = 0.0f;
           }
