@@ -141,11 +141,18 @@ constexpr double kStreamKMinGain = 0.99;
 // mainloop: it pays it once, at the end.
 constexpr double kTileOverheadUs = 3.6;   // per 128 x 256 tile
 
+// Clusters walk cluster_m x cluster_n tiles together (a rank past the last tile idles): the tile
+// grid along M and N, padded to whole clusters.
+long long padded_tiles_m(const Config& c, long long m) {
+  return ((m + c.bm - 1) / c.bm + c.cluster_m - 1) / c.cluster_m * c.cluster_m;
+}
+long long padded_tiles_n(const Config& c, long long n) {
+  return ((n + c.bn - 1) / c.bn + c.cluster_n - 1) / c.cluster_n * c.cluster_n;
+}
+
 double sm90_cost(const Config& c, long long m, long long n, long long k, long long batch, int sm_count, int splits,
                  bool stream_k = false) {
-  // Clusters walk cluster_m x cluster_n tiles together (a rank past the last tile idles).
-  const long long tiles_m = ((m + c.bm - 1) / c.bm + c.cluster_m - 1) / c.cluster_m * c.cluster_m;
-  const long long tiles_n = ((n + c.bn - 1) / c.bn + c.cluster_n - 1) / c.cluster_n * c.cluster_n;
+  const long long tiles_m = padded_tiles_m(c, m), tiles_n = padded_tiles_n(c, n);
   const long long units = tiles_m * tiles_n * batch * splits;
   const long long waves = (units + sm_count - 1) / sm_count;
   const long long k_tiles = ((k + c.bk - 1) / c.bk + splits - 1) / splits;
@@ -189,9 +196,9 @@ bool shares_larger_operand(const Config& c, long long m, long long n) {
 // out the partial wave.
 double wave_fill(const Config& c, const Decomposition& d, long long m, long long n, long long batch, int sm_count) {
   if (d.stream_k) return 1.0;
-  const long long units = ((m + c.bm - 1) / c.bm + c.cluster_m - 1) / c.cluster_m *
-                          (((n + c.bn - 1) / c.bn + c.cluster_n - 1) / c.cluster_n) * batch * d.splits;
-  const long long workers = std::max(1, sm_count / (c.cluster_m * c.cluster_n));
+  const int cluster = c.cluster_m * c.cluster_n;
+  const long long units = padded_tiles_m(c, m) * padded_tiles_n(c, n) / cluster * batch * d.splits;  // cluster tiles
+  const long long workers = std::max(1, sm_count / cluster);
   return double(units) / double((units + workers - 1) / workers * workers);
 }
 

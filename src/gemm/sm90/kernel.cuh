@@ -4,7 +4,7 @@
 //   warpgroup 0 (producer, 56 registers): one elected thread walks the CTA's tiles and k-tiles and
 //     issues the TMA loads of A and B into the next free stage (waits on its `empty` barrier, arms
 //     its `full` barrier with the transaction byte count).
-//   consumer warpgroups (224 registers; 128 when there are three), in one of two schedules:
+//   consumer warpgroups (224 registers; 152 when there are three), in one of two schedules:
 //     cooperative: BM / 64 of them (one to three) on one BM x BN tile, each owns 64 rows; while they
 //       run the epilogue the tensor cores idle (the producer already fills the ring for the next tile).
 //     ping-pong: two, each on its own 64 x BN tile, the CTA's work items alternating between them;
