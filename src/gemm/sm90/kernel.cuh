@@ -266,6 +266,21 @@ CUTE_DEVICE uint32_t pack_pair(float lo, float hi) {
   return r;
 }
 
+// act() of 8 values rounded to 4 16-bit pairs (lo.x|lo.y, lo.z|lo.w, hi.x|hi.y, hi.z|hi.w), out of line
+// (epilogue.cuh, activate_out_of_line): one call per two 8-column chunks of the TMA-store epilogue.
+template <class Element>
+static __device__ __noinline__ uint4 activate8_packed_out_of_line(int act, float4 lo, float4 hi) {
+  switch (act) {
+    case kActRelu: activate_each<kActRelu>(lo), activate_each<kActRelu>(hi); break;
+    case kActGelu: activate_each<kActGelu>(lo), activate_each<kActGelu>(hi); break;
+    case kActGeluTanh: activate_each<kActGeluTanh>(lo), activate_each<kActGeluTanh>(hi); break;
+    case kActSilu: activate_each<kActSilu>(lo), activate_each<kActSilu>(hi); break;
+    default: break;
+  }
+  return make_uint4(pack_pair<Element>(lo.x, lo.y), pack_pair<Element>(lo.z, lo.w), pack_pair<Element>(hi.x, hi.y),
+                    pack_pair<Element>(hi.z, hi.w));
+}
+
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_constant__ KernelParams<T> p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -566,7 +581,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       const int row_in_wg = 16 * wg_warp + lane / 4;
       const int m_base = c.m * BM + wg_row0;
       // Bias (D's type here) and activation: the bias values are loaded together up front (one
-      // dependent load per element would serialise their latency), the activation is a call.
+      // dependent load per element would serialise their latency), the activation a call per 8 values.
       const bool extras = has_bias_or_activation(e);
       const Element* bias = static_cast<const Element*>(e.bias);
       if (bias) bias += c.l * e.batch_stride_bias;
@@ -588,6 +603,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
         // 8 rows further (+ 8 rows of 128 bytes, the same swizzle): one LOP3 per two stores, and no
         // per-pair addresses for the compiler to hoist (they spilled the 128x128 kernel at 168 regs).
         const uint32_t sD = buffer_addr(sub) + T::store_offset(row_in_wg, 2 * (lane % 4));
+        auto store_packed = [&](int jj, int h, uint32_t packed) {
+          asm volatile("st.shared.b32 [%0], %1;" ::"r"((sD ^ (jj << 4)) + h * T::kStoreRowBytes * 8), "r"(packed)
+                       : "memory");
+        };
         float bias_col[T::kStoreN / 8][2] = {};  // a per-column bias: this thread's 16 columns
         if constexpr (kExtras) {
           if (bias_per_col) {
@@ -601,24 +620,47 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
             }
           }
         }
+        // Two 8-column chunks at a time: this thread's 8 values of them (2 chunks x 2 rows x 2 columns).
         CUTE_UNROLL
-        for (int jj = 0; jj < T::kStoreN / 8; ++jj) {
-          const int j = sub * (T::kStoreN / 8) + jj;
+        for (int jj = 0; jj < T::kStoreN / 8; jj += 2) {
+          float v[2][2][2];  // [chunk][h][cc]: columns 8 * (jj + chunk) + cc, rows +0 / +8
           CUTE_UNROLL
-          for (int h = 0; h < 2; ++h) {
-            float v[2];
+          for (int q = 0; q < 2; ++q) {
+            const int j = sub * (T::kStoreN / 8) + jj + q;
             CUTE_UNROLL
-            for (int cc = 0; cc < 2; ++cc) {
-              v[cc] = e.alpha * acc(4 * j + 2 * h + cc);
-              if constexpr (kExtras) {
-                v[cc] += bias_row[h] + bias_col[jj][cc];
-                if (e.activation != kActNone) v[cc] = activate_out_of_line(e.activation, v[cc]);
+            for (int h = 0; h < 2; ++h) {
+              CUTE_UNROLL
+              for (int cc = 0; cc < 2; ++cc) {
+                v[q][h][cc] = e.alpha * acc(4 * j + 2 * h + cc);
+                if constexpr (kExtras) v[q][h][cc] += bias_row[h] + bias_col[jj + q][cc];
               }
             }
-            const uint32_t packed = pack_pair<Element>(v[0], v[1]);
-            asm volatile("st.shared.b32 [%0], %1;" ::"r"((sD ^ (jj << 4)) + h * T::kStoreRowBytes * 8), "r"(packed)
-                         : "memory");
           }
+          uint32_t packed[2][2];  // [chunk][h]
+          if (kExtras && e.activation != kActNone && T::kConsumers == 3) {
+            // One value a call: three warpgroups' 152 registers spilled 12 bytes with more values
+            // across one call.
+            CUTE_UNROLL
+            for (int q = 0; q < 2; ++q)
+              CUTE_UNROLL
+              for (int h = 0; h < 2; ++h)
+                packed[q][h] = pack_pair<Element>(activate_out_of_line(e.activation, v[q][h][0]),
+                                                  activate_out_of_line(e.activation, v[q][h][1]));
+          } else if (kExtras && e.activation != kActNone) {
+            const uint4 a = activate8_packed_out_of_line<Element>(
+                e.activation, make_float4(v[0][0][0], v[0][0][1], v[0][1][0], v[0][1][1]),
+                make_float4(v[1][0][0], v[1][0][1], v[1][1][0], v[1][1][1]));
+            packed[0][0] = a.x, packed[0][1] = a.y, packed[1][0] = a.z, packed[1][1] = a.w;
+          } else {
+            CUTE_UNROLL
+            for (int q = 0; q < 2; ++q)
+              CUTE_UNROLL
+              for (int h = 0; h < 2; ++h) packed[q][h] = pack_pair<Element>(v[q][h][0], v[q][h][1]);
+          }
+          CUTE_UNROLL
+          for (int q = 0; q < 2; ++q)
+            CUTE_UNROLL
+            for (int h = 0; h < 2; ++h) store_packed(jj + q, h, packed[q][h]);
         }
       };
       CUTE_UNROLL
