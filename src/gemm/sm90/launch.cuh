@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -42,6 +43,43 @@ inline bool dependent_launch() {
     return !(e && !std::strcmp(e, "0"));
   }();
   return on;
+}
+
+// A's and B's TMA loads fill L2 in 256-byte lines rather than the 128 bytes that CuTe's
+// make_tma_copy encodes (fixed there): a K-major box reads 128 bytes of each of its rows, and with
+// 256-byte promotion a miss also brings the row's next k-tile, so DRAM serves longer runs. H100,
+// same run, alternating (bench/results/h100_l2promo256_ab_20261125T1337Z_*): 128x28672x4096 94.4 ->
+// 91.0 us, 128x57344x8192 337 -> 329, 128x8192x8192 54.5 -> 53.9, 128x6144x4096 23.7 -> 23.3;
+// compute-bound shapes unchanged. The descriptor is opaque, so the bits that differ between the
+// two promotions are learnt once from the driver's own encoder (a probe tensor encoded both ways)
+// and flipped in ours; if the probe cannot be encoded the mask is empty and nothing changes.
+inline const std::array<uint8_t, 128>& l2_promotion_256_mask() {
+  static const std::array<uint8_t, 128> mask = [] {
+    std::array<uint8_t, 128> m{};
+    alignas(64) CUtensorMap d128{}, d256{};
+    static_assert(sizeof(CUtensorMap) == 128 && sizeof(cute::TmaDescriptor) == 128, "TMA descriptor size");
+    cuuint64_t dims[2] = {64, 64}, strides[1] = {128};
+    cuuint32_t box[2] = {64, 64}, element_strides[2] = {1, 1};
+    for (auto [desc, promotion] : {std::pair{&d128, CU_TENSOR_MAP_L2_PROMOTION_L2_128B},
+                                   std::pair{&d256, CU_TENSOR_MAP_L2_PROMOTION_L2_256B}}) {
+      if (cutlass::call_cuTensorMapEncodeTiled(desc, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, reinterpret_cast<void*>(1 << 20),
+                                               dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                               CU_TENSOR_MAP_SWIZZLE_128B, promotion,
+                                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+        return m;  // empty: descriptors stay as CuTe made them
+    }
+    const auto* a = reinterpret_cast<const uint8_t*>(&d128);
+    const auto* b = reinterpret_cast<const uint8_t*>(&d256);
+    for (int i = 0; i < 128; ++i) m[i] = a[i] ^ b[i];
+    return m;
+  }();
+  return mask;
+}
+template <class Tma>
+void promote_l2_256(Tma& tma) {  // tma: a TMA load made by make_tma_copy (128-byte promotion)
+  auto* d = reinterpret_cast<uint8_t*>(const_cast<cute::TmaDescriptor*>(tma.get_tma_descriptor()));
+  const std::array<uint8_t, 128>& m = l2_promotion_256_mask();
+  for (int i = 0; i < 128; ++i) d[i] ^= m[i];
 }
 
 template <int Cfg, int DT, bool AKMajor, bool BKMajor>
@@ -107,6 +145,7 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
     KernelParams<T> kp{q,       T::make_tma_a(q), T::make_tma_b(q), {},
                        kEpiStaged, sched,  nullptr, nullptr, nullptr, nullptr,
                        int(tiles_m),  int(tiles_n), int(tiles_mc), int(tiles_nc)};
+    promote_l2_256(kp.tma_a), promote_l2_256(kp.tma_b);
     kp.epi_mode = T::epilogue_mode(q, dec.splits, forced_epilogue());
     if (kp.epi_mode == kEpiTma) kp.tma_d = T::make_tma_d(q);
     if (dec.splits > 1) {
