@@ -46,13 +46,16 @@ inline bool dependent_launch() {
 }
 
 // A's and B's TMA loads fill L2 in 256-byte lines rather than the 128 bytes that CuTe's
-// make_tma_copy encodes (fixed there): a K-major box reads 128 bytes of each of its rows, and with
-// 256-byte promotion a miss also brings the row's next k-tile, so DRAM serves longer runs. H100,
-// same run, alternating (bench/results/h100_l2promo256_ab_20261125T1337Z_*): 128x28672x4096 94.4 ->
-// 91.0 us, 128x57344x8192 337 -> 329, 128x8192x8192 54.5 -> 53.9, 128x6144x4096 23.7 -> 23.3;
-// compute-bound shapes unchanged. The descriptor is opaque, so the bits that differ between the
-// two promotions are learnt once from the driver's own encoder (a probe tensor encoded both ways)
-// and flipped in ours; if the probe cannot be encoded the mask is empty and nothing changes.
+// make_tma_copy encodes (fixed there), when the operand's rows start on 256-byte boundaries: a
+// K-major box reads 128 bytes of each of its rows, and with 256-byte promotion a miss also brings
+// the row's next k-tile, so DRAM serves longer runs. H100, same run, alternating
+// (bench/results/h100_l2promo256_ab_20261125T1337Z_*): 128x28672x4096 94.4 -> 91.0 us,
+// 128x57344x8192 337 -> 329, 128x8192x8192 54.5 -> 53.9, 128x6144x4096 23.7 -> 23.3; aligned
+// compute-bound shapes unchanged. With rows off the 256-byte grid each fill straddles lines the
+// tile does not use: 3000^3 83 -> 98 us, 1000^3 9.9 -> 10.5, 7777^3 1.79 -> 2.07 ms (suite of
+// 8b82038), so those keep 128. The descriptor is opaque: the bits that differ between the two
+// promotions are learnt once from the driver's own encoder (a probe tensor encoded both ways) and
+// flipped in ours; if the probe cannot be encoded the mask is empty and nothing changes.
 inline const std::array<uint8_t, 128>& l2_promotion_256_mask() {
   static const std::array<uint8_t, 128> mask = [] {
     std::array<uint8_t, 128> m{};
@@ -76,7 +79,10 @@ inline const std::array<uint8_t, 128>& l2_promotion_256_mask() {
   return mask;
 }
 template <class Tma>
-void promote_l2_256(Tma& tma) {  // tma: a TMA load made by make_tma_copy (128-byte promotion)
+void promote_l2_256(Tma& tma, const void* ptr, int64_t ld, int64_t batch_stride, int elem_bytes) {
+  // tma: a TMA load made by make_tma_copy (128-byte promotion) of rows `ld` elements apart
+  if (reinterpret_cast<uintptr_t>(ptr) % 256 != 0 || ld * elem_bytes % 256 != 0 || batch_stride * elem_bytes % 256 != 0)
+    return;
   auto* d = reinterpret_cast<uint8_t*>(const_cast<cute::TmaDescriptor*>(tma.get_tma_descriptor()));
   const std::array<uint8_t, 128>& m = l2_promotion_256_mask();
   for (int i = 0; i < 128; ++i) d[i] ^= m[i];
@@ -145,7 +151,8 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
     KernelParams<T> kp{q,       T::make_tma_a(q), T::make_tma_b(q), {},
                        kEpiStaged, sched,  nullptr, nullptr, nullptr, nullptr,
                        int(tiles_m),  int(tiles_n), int(tiles_mc), int(tiles_nc)};
-    promote_l2_256(kp.tma_a), promote_l2_256(kp.tma_b);
+    promote_l2_256(kp.tma_a, q.a, q.lda, q.batch_stride_a, sizeof(typename T::Element));
+    promote_l2_256(kp.tma_b, q.b, q.ldb, q.batch_stride_b, sizeof(typename T::Element));
     kp.epi_mode = T::epilogue_mode(q, dec.splits, forced_epilogue());
     if (kp.epi_mode == kEpiTma) kp.tma_d = T::make_tma_d(q);
     if (dec.splits > 1) {
