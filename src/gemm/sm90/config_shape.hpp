@@ -36,7 +36,7 @@ constexpr int kEpiStoreBytes = 64 * 64 * 2, kEpiStagingBytes = 64 * 40 * 4;
 constexpr int smem_bytes_with(int bm, int bn, int bk, int stages, bool pingpong, int epi_bytes) {
   const int consumers = consumer_warpgroups(bm, pingpong);
   const int bytes = stages * (bm + bn) * bk * 2 + consumers * epi_bytes + stages * 16 + (pingpong ? 16 : 8) +
-                    consumers * 4;
+                    consumers * (8 + 4);
   return (bytes + 1023) / 1024 * 1024;  // the storage struct is 1024-byte aligned
 }
 constexpr int epilogue_buffers(int bm, int bn, int bk, int stages, bool pingpong) {
@@ -48,7 +48,8 @@ constexpr int epilogue_bytes(int bm, int bn, int bk, int stages, bool pingpong) 
 }
 
 // Dynamic shared memory of a configuration, in plain C++ for the host table: the A and B rings,
-// the epilogue buffers, the full/empty barriers, the ping-pong turn barriers and the split-K flags.
+// the epilogue buffers, the full/empty barriers, the ping-pong turn barriers, the C barriers and the
+// split-K flags.
 // launch.cuh checks it against sizeof(SharedStorage).
 constexpr int smem_bytes_for(int bm, int bn, int bk, int stages, bool pingpong) {
   return smem_bytes_with(bm, bn, bk, stages, pingpong, epilogue_bytes(bm, bn, bk, stages, pingpong));

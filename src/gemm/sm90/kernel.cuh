@@ -132,6 +132,17 @@ struct Traits {
     return make_tma_copy(SM90_TMA_STORE{}, g, SmemLayoutD{});
   }
   using TmaD = decltype(make_tma_d(GemmParams{}));
+  // beta * C on the TMA-store path: C's 64 x 64 sub-tile is loaded by TMA into the very buffer (and
+  // swizzle) that D's sub-tile then leaves from; each thread reads C where it writes D. A broadcast
+  // C (batch stride 0) is one batch.
+  static auto make_tma_c(const GemmParams& p) {
+    const EpilogueParams& e = p.epi;
+    Tensor g = make_tensor(make_gmem_ptr(static_cast<const Element*>(e.c)),
+                           make_shape(p.m, p.n, e.batch_stride_c ? p.batch : 1),
+                           make_stride(e.c_stride_m, _1{}, e.batch_stride_c ? e.batch_stride_c : e.c_stride_m * p.m));
+    return make_tma_copy(SM90_TMA_LOAD{}, g, SmemLayoutD{});
+  }
+  using TmaC = decltype(make_tma_c(GemmParams{}));
   // Byte offset of element (row, col) in a SmemLayoutD sub-tile: 128-byte rows whose 16-byte chunks
   // are permuted by Swizzle<3,4,3> (chunk index XOR row % 8; the buffers are 1024-byte aligned).
   // The epilogue writes and reads the sub-tiles through 32-bit shared addresses built from this:
@@ -144,15 +155,16 @@ struct Traits {
     const int byte = col * int(sizeof(Element));
     return row * kStoreRowBytes + ((((byte >> 4) ^ row) & 7) << 4) + (byte & 15);
   }
-  // How D leaves (EpiMode): when C is not read (beta = 0, the common ML case), a 16-bit D of the
-  // operands' type goes out in 64 x 64 sub-tiles, by TMA when D meets TMA's rules (16-byte base,
-  // leading dimension and batch stride), else by the threads. beta * C (read 16 bytes at a time
-  // there: per element it ran at half the speed), fp32 D, a 16-bit D of the other type and the
-  // split-K ranges go through the fp32 staging. `forced` (TESSERA_SM90_EPILOGUE, for measurements) replaces
-  // the choice where it can run.
+  // How D leaves (EpiMode): a 16-bit D of the operands' type goes out in 64 x 64 sub-tiles, by TMA
+  // when D meets TMA's rules (16-byte base, leading dimension and batch stride), else by the threads;
+  // beta * C joins the TMA path when C meets the same rules (make_tma_c). Any other C (read 16 bytes
+  // at a time there: per element it ran at half the speed), fp32 D, a 16-bit D of the other type and
+  // the split-K ranges go through the fp32 staging. `forced` (TESSERA_SM90_EPILOGUE, for
+  // measurements) replaces the choice where it can run.
   static int epilogue_mode(const GemmParams& p, int splits, int forced) {
     const EpilogueParams& e = p.epi;
-    if (splits != 1 || e.d_dtype != DT || e.beta != 0.0f || forced == kEpiStaged) return kEpiStaged;
+    if (splits != 1 || e.d_dtype != DT || forced == kEpiStaged) return kEpiStaged;
+    if (e.beta != 0.0f) return e.d_vec && e.c_vec && forced != kEpiSmem16 ? kEpiTma : kEpiStaged;
     return e.d_vec && forced != kEpiSmem16 ? kEpiTma : kEpiSmem16;
   }
   static constexpr uint32_t kTxBytes = (BM + BN) * BK * sizeof(Element);  // full boxes, OOB zero-filled
@@ -173,6 +185,7 @@ struct Traits {
     alignas(8) uint64_t full[Stages];
     uint64_t empty[Stages];
     uint64_t turn[Pingpong ? 2 : 1];  // ping-pong: consumer warpgroup i may start its next mainloop
+    uint64_t c_full[kConsumers];      // beta * C by TMA: warpgroup i's C sub-tile has landed
     uint32_t splitk_last[kConsumers];  // split-K: "this unit finishes its tile", to the tile's threads
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
@@ -193,6 +206,7 @@ struct KernelParams {
   typename T::TmaA tma_a;
   typename T::TmaB tma_b;
   typename T::TmaD tma_d;  // valid when epi_mode == kEpiTma
+  typename T::TmaC tma_c;  // valid when epi_mode == kEpiTma and beta != 0
   int epi_mode;            // EpiMode: how the epilogue stores D
   Schedule sched;          // the persistent walk (gemm/schedule.hpp): data-parallel, split-K or stream-K
   float* partials;     // split-K: [tile][split][BM][BN] fp32 partial tiles
@@ -281,6 +295,13 @@ static __device__ __noinline__ uint4 activate8_packed_out_of_line(int act, float
                     pack_pair<Element>(hi.z, hi.w));
 }
 
+// A 16-bit pair (as pack_pair lays it out: `lo` in the low half) -> two fp32 values.
+template <class Element>
+CUTE_DEVICE float2 unpack_pair(uint32_t pair) {
+  if constexpr (std::is_same_v<Element, cute::bfloat16_t>) return make_float2(__uint_as_float(pair << 16), __uint_as_float(pair & 0xffff0000u));
+  else return __half22float2(*reinterpret_cast<const __half2*>(&pair));
+}
+
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_constant__ KernelParams<T> p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -303,6 +324,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     prefetch_tma_descriptor(p.tma_a.get_tma_descriptor());
     prefetch_tma_descriptor(p.tma_b.get_tma_descriptor());
     if (p.epi_mode == kEpiTma) prefetch_tma_descriptor(p.tma_d.get_tma_descriptor());
+    if (p.epi_mode == kEpiTma && p.g.epi.beta != 0.0f) prefetch_tma_descriptor(p.tma_c.get_tma_descriptor());
+    for (int i = 0; i < T::kConsumers; ++i) FullBarrier::init(&smem.c_full[i], 1);  // one thread's expect_tx
     for (int s = 0; s < Stages; ++s) {
       FullBarrier::init(&smem.full[s], 1);                     // the producer's arrive + TMA bytes
       // One arrive per consumer warp (of the warpgroups on the stage's tile) of every CTA in the
@@ -423,6 +446,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
 
   int stage = 0;
   uint32_t phase = 0;
+  uint32_t c_phase = 0;  // parity of this warpgroup's next C sub-tile (smem.c_full)
   const Schedule& sched = p.sched;
   Walk walk(sched, cta_index() / kCluster);
   // Ping-pong: the walk's items alternate between the warpgroups (the first is warpgroup 1's); each
@@ -578,11 +602,16 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       Tensor gD = local_tile(mD, Shape<_64, Int<T::kStoreN>>{}, make_coord(_, _, _));  // (64,64,m,n,l)
       auto tma_d = p.tma_d.get_slice(0);
       Tensor tDgD = tma_d.partition_D(gD);  // (TMA,TMA_M,TMA_N,m,n,l)
+      // beta * C: C's sub-tile lands by TMA in the buffer D's sub-tile then leaves from.
+      const bool with_c = e.beta != 0.0f;  // only on the TMA path (epilogue_mode)
+      Tensor mC = p.tma_c.get_tma_tensor(make_shape(g.m, g.n, e.batch_stride_c ? g.batch : 1));  // (M,N,L)
+      Tensor gC = local_tile(mC, Shape<_64, Int<T::kStoreN>>{}, make_coord(_, _, _));  // (64,64,m,n,l)
+      auto tma_c = p.tma_c.get_slice(0);
       const int row_in_wg = 16 * wg_warp + lane / 4;
       const int m_base = c.m * BM + wg_row0;
       // Bias (D's type here) and activation: the bias values are loaded together up front (one
       // dependent load per element would serialise their latency), the activation a call per 8 values.
-      const bool extras = has_bias_or_activation(e);
+      const bool extras = has_bias_or_activation(e) || with_c;
       const Element* bias = static_cast<const Element*>(e.bias);
       if (bias) bias += c.l * e.batch_stride_bias;
       const bool bias_per_col = bias && e.bias_stride_n != 0;
@@ -603,9 +632,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
         // 8 rows further (+ 8 rows of 128 bytes, the same swizzle): one LOP3 per two stores, and no
         // per-pair addresses for the compiler to hoist (they spilled the 128x128 kernel at 168 regs).
         const uint32_t sD = buffer_addr(sub) + T::store_offset(row_in_wg, 2 * (lane % 4));
+        auto pair_addr = [&](int jj, int h) { return (sD ^ (jj << 4)) + h * T::kStoreRowBytes * 8; };
         auto store_packed = [&](int jj, int h, uint32_t packed) {
-          asm volatile("st.shared.b32 [%0], %1;" ::"r"((sD ^ (jj << 4)) + h * T::kStoreRowBytes * 8), "r"(packed)
-                       : "memory");
+          asm volatile("st.shared.b32 [%0], %1;" ::"r"(pair_addr(jj, h)), "r"(packed) : "memory");
         };
         float bias_col[T::kStoreN / 8][2] = {};  // a per-column bias: this thread's 16 columns
         if constexpr (kExtras) {
@@ -633,6 +662,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
               for (int cc = 0; cc < 2; ++cc) {
                 v[q][h][cc] = e.alpha * acc(4 * j + 2 * h + cc);
                 if constexpr (kExtras) v[q][h][cc] += bias_row[h] + bias_col[jj + q][cc];
+              }
+              if constexpr (kExtras) {
+                if (with_c) {  // C's pair where D's pair goes (the sub-tile's TMA load has landed)
+                  uint32_t cp;
+                  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(cp) : "r"(pair_addr(jj + q, h)) : "memory");
+                  const float2 cf = unpack_pair<Element>(cp);
+                  v[q][h][0] += e.beta * cf.x, v[q][h][1] += e.beta * cf.y;
+                }
               }
             }
           }
@@ -669,7 +706,18 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
           if (sub == 0) tma_store_wait<0>();  // a tile may end on either buffer: all of them free
           else tma_store_wait<T::kEpiBuffers - 1>();
         }
-        cutlass::arch::NamedBarrier::arrive_and_wait(128, epi_barrier);
+        cutlass::arch::NamedBarrier::arrive_and_wait(128, epi_barrier);  // the buffer is free
+        if (with_c) {
+          uint64_t* const landed = &smem.c_full[warp_group - 1];
+          if (wtid == 0) {  // a box past D's edge loads zeros and still counts its bytes
+            FullBarrier::arrive_and_expect_tx(landed, uint32_t(64 * T::kStoreN * sizeof(Element)));
+            copy(p.tma_c.with(*landed), tma_c.partition_S(gC)(_, _, _, m_base / 64, (c.n * BN) / T::kStoreN + sub,
+                                                               e.batch_stride_c ? c.l : 0),
+                 tma_c.partition_D(buffer(sub)));
+          }
+          FullBarrier::wait(landed, c_phase);
+          c_phase ^= 1;
+        }
         if (extras) fill(sub, cute::true_type{});
         else fill(sub, cute::false_type{});
         if (p.epi_mode == kEpiTma) {
