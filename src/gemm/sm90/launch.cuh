@@ -55,10 +55,14 @@ inline bool dependent_launch() {
 // tile does not use: 3000^3 83 -> 98 us, 1000^3 9.9 -> 10.5, 7777^3 1.79 -> 2.07 ms (suite of
 // 8b82038), so those keep 128. The descriptor is opaque: the bits that differ between the two
 // promotions are learnt once from the driver's own encoder (a probe tensor encoded both ways) and
-// flipped in ours; if the probe cannot be encoded the mask is empty and nothing changes.
-inline const std::array<uint8_t, 128>& l2_promotion_256_mask() {
-  static const std::array<uint8_t, 128> mask = [] {
-    std::array<uint8_t, 128> m{};
+// set to their 256-byte values in ours; if the probe cannot be encoded nothing changes.
+struct L2Promotion256 {
+  std::array<uint8_t, 128> mask{};  // the bits where 128- and 256-byte promotion differ
+  std::array<uint8_t, 128> bits{};  // their 256-byte values
+};
+inline const L2Promotion256& l2_promotion_256() {
+  static const L2Promotion256 field = [] {
+    L2Promotion256 f;
     alignas(64) CUtensorMap d128{}, d256{};
     static_assert(sizeof(CUtensorMap) == 128 && sizeof(cute::TmaDescriptor) == 128, "TMA descriptor size");
     cuuint64_t dims[2] = {64, 64}, strides[1] = {128};
@@ -69,23 +73,24 @@ inline const std::array<uint8_t, 128>& l2_promotion_256_mask() {
                                                dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
                                                CU_TENSOR_MAP_SWIZZLE_128B, promotion,
                                                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
-        return m;  // empty: descriptors stay as CuTe made them
+        return L2Promotion256{};  // empty mask: descriptors stay as CuTe made them
     }
     const auto* a = reinterpret_cast<const uint8_t*>(&d128);
     const auto* b = reinterpret_cast<const uint8_t*>(&d256);
-    for (int i = 0; i < 128; ++i) m[i] = a[i] ^ b[i];
-    return m;
+    for (int i = 0; i < 128; ++i) f.mask[i] = a[i] ^ b[i], f.bits[i] = b[i] & f.mask[i];
+    return f;
   }();
-  return mask;
+  return field;
 }
+// Sets the promotion field to 256 bytes (whatever CuTe encoded there: 128 in CUTLASS 4.2's
+// copy_traits_sm90_tma.hpp), for a TMA load of rows `ld` elements apart.
 template <class Tma>
 void promote_l2_256(Tma& tma, const void* ptr, int64_t ld, int64_t batch_stride, int elem_bytes) {
-  // tma: a TMA load made by make_tma_copy (128-byte promotion) of rows `ld` elements apart
   if (reinterpret_cast<uintptr_t>(ptr) % 256 != 0 || ld * elem_bytes % 256 != 0 || batch_stride * elem_bytes % 256 != 0)
     return;
   auto* d = reinterpret_cast<uint8_t*>(const_cast<cute::TmaDescriptor*>(tma.get_tma_descriptor()));
-  const std::array<uint8_t, 128>& m = l2_promotion_256_mask();
-  for (int i = 0; i < 128; ++i) d[i] ^= m[i];
+  const L2Promotion256& f = l2_promotion_256();
+  for (int i = 0; i < 128; ++i) d[i] = uint8_t((d[i] & ~f.mask[i]) | f.bits[i]);
 }
 
 template <int Cfg, int DT, bool AKMajor, bool BKMajor>
