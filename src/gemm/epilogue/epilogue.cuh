@@ -66,15 +66,20 @@ template <int kAct> __device__ __forceinline__ void activate_each(float& v) { v 
 template <int kAct> __device__ __forceinline__ void activate_each(float4& v) {
   v.x = activate(kAct, v.x), v.y = activate(kAct, v.y), v.z = activate(kAct, v.z), v.w = activate(kAct, v.w);
 }
-template <class V>  // float or float4
-static __device__ __noinline__ V activate_out_of_line(int act, V v) {
+// The one switch over the activations, each value of v... (floats or float4s) in its case.
+template <class... V>
+__device__ __forceinline__ void activate_all(int act, V&... v) {
   switch (act) {
-    case kActRelu: activate_each<kActRelu>(v); break;
-    case kActGelu: activate_each<kActGelu>(v); break;
-    case kActGeluTanh: activate_each<kActGeluTanh>(v); break;
-    case kActSilu: activate_each<kActSilu>(v); break;
+    case kActRelu: (activate_each<kActRelu>(v), ...); break;
+    case kActGelu: (activate_each<kActGelu>(v), ...); break;
+    case kActGeluTanh: (activate_each<kActGeluTanh>(v), ...); break;
+    case kActSilu: (activate_each<kActSilu>(v), ...); break;
     default: break;
   }
+}
+template <class V>  // float or float4
+static __device__ __noinline__ V activate_out_of_line(int act, V v) {
+  activate_all(act, v);
   return v;
 }
 

@@ -13,8 +13,8 @@
 //     Per k-tile: wait `full`, issue BK/16 WGMMAs 64xBNx16 reading A and B straight from smem,
 //     keep one batch in flight, and release the previous stage once its WGMMAs retired.
 //     Epilogue (EpiMode): a 16-bit D leaves as swizzled 64x64 sub-tiles stored by TMA, whose last
-//     store drains under the next tile's mainloop; fp32 D, beta*C and split-K go through fp32
-//     sub-tiles.
+//     store drains under the next tile's mainloop; beta*C arrives by TMA in the same sub-tiles; fp32
+//     D, a C that TMA cannot read and split-K go through fp32 sub-tiles.
 //
 // Work: a persistent walk over (tile, k-tile range) items (gemm/schedule.hpp): whole tiles, split-K
 // ranges, or stream-K shares whose partial tiles are folded into the owner's accumulators.
@@ -284,13 +284,7 @@ CUTE_DEVICE uint32_t pack_pair(float lo, float hi) {
 // (epilogue.cuh, activate_out_of_line): one call per two 8-column chunks of the TMA-store epilogue.
 template <class Element>
 static __device__ __noinline__ uint4 activate8_packed_out_of_line(int act, float4 lo, float4 hi) {
-  switch (act) {
-    case kActRelu: activate_each<kActRelu>(lo), activate_each<kActRelu>(hi); break;
-    case kActGelu: activate_each<kActGelu>(lo), activate_each<kActGelu>(hi); break;
-    case kActGeluTanh: activate_each<kActGeluTanh>(lo), activate_each<kActGeluTanh>(hi); break;
-    case kActSilu: activate_each<kActSilu>(lo), activate_each<kActSilu>(hi); break;
-    default: break;
-  }
+  activate_all(act, lo, hi);
   return make_uint4(pack_pair<Element>(lo.x, lo.y), pack_pair<Element>(lo.z, lo.w), pack_pair<Element>(hi.x, hi.y),
                     pack_pair<Element>(hi.z, hi.w));
 }
