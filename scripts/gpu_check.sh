@@ -52,7 +52,7 @@ fi
 if [ "$mode" = all ] || [ "$mode" = sanitize ]; then
   echo "== compute-sanitizer (memcheck, racecheck) on small cases"
   {
-    for cfg in sm90_128x192x64_s5_c2_coop sm90_128x256x64_s4_c2_coop sm90_64x256x64_s5_c2_pingpong sm90_128x128x64_s6_coop sm90_128x64x64_s8_c1x2_coop sm90_64x64x64_s13_c2_coop sm90_64x64x64_s13_c1x2_coop sm90_192x128x64_s4_c1x2_coop sm90_192x192x64_s4_c2_coop sm80_128x256x64_s3_w8 sm80_64x64x32_s3_w4 simt_fallback; do
+    for cfg in sm90_128x192x64_s5_c2_coop sm90_128x256x64_s4_c2_coop sm90_64x256x64_s5_c2_pingpong sm90_128x128x64_s6_coop sm90_128x64x64_s8_c1x2_coop sm90_64x96x64_s10_c2_coop sm90_64x64x64_s13_c2_coop sm90_64x64x64_s13_c1x2_coop sm90_192x128x64_s4_c1x2_coop sm90_192x192x64_s4_c2_coop sm80_128x256x64_s3_w8 sm80_64x64x32_s3_w4 simt_fallback; do
       for tool in memcheck racecheck; do
         echo "-- $tool $cfg"
         compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" gemm --m 200 --n 136 --k 72 \
@@ -75,6 +75,14 @@ if [ "$mode" = all ] || [ "$mode" = sanitize ]; then
             --b 2 --hq 4 --hkv 2 --sq 200 --sk 177 --d $d --causal --dtype bf16 --verify --iters 1 --warmup 0 ||
             echo "SANITIZER_FAIL $tool attention d$d ${arch:-default}"
         done
+      done
+    done
+    for cfg in sm90_128x128x64_s6_coop sm90_128x64x64_s8_c1x2_coop sm90_64x96x64_s10_c2_coop sm90_64x64x64_s13_c2_coop sm90_64x64x64_s13_c1x2_coop; do
+      for tool in memcheck racecheck; do  # the flipped orientation: transposed sub-tiles, C by ldmatrix.trans
+        echo "-- $tool $cfg TESSERA_GEMM_FLIP=1"
+        TESSERA_GEMM_FLIP=1 compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" gemm --m 200 --n 136 \
+          --k 72 --batch 2 --dtype bf16 --layout tn --beta 0.5 --bias row --activation gelu --config $cfg --verify \
+          --iters 1 --warmup 0 || echo "SANITIZER_FAIL $tool $cfg flipped"
       done
     done
     for cfg in sm90_128x128x64_s6_coop sm90_128x256x64_s4_c2_coop sm90_64x256x64_s5_c2_pingpong; do  # split-K fix-up, 5 ranges (> one group of 4)

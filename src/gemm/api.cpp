@@ -79,6 +79,19 @@ Status streamk_override(int* mode) {
   return Status::success();
 }
 
+// TESSERA_GEMM_FLIP=0|1 (for measurements and tests): 0 never computes the orientation opposite to
+// D's storage, 1 does wherever the transposed-store epilogue can run it (gemm/plan.hpp, flip_ok),
+// with the heuristic's or the requested configuration; unset (-1) = the heuristic's choice.
+Status flip_override(int* mode) {
+  *mode = -1;
+  const char* env = std::getenv("TESSERA_GEMM_FLIP");
+  if (!env || !*env) return Status::success();
+  if (std::strcmp(env, "0") != 0 && std::strcmp(env, "1") != 0)
+    return invalid(std::string("TESSERA_GEMM_FLIP: must be 0 or 1 (got '") + env + "')");
+  *mode = env[0] - '0';
+  return Status::success();
+}
+
 // The overrides that sm90/launch.cuh applies, checked here so that a typo is an error rather than
 // silently the default: TESSERA_SM90_EPILOGUE=tma|smem16|staged (for measurements; where that mode
 // can run) and TESSERA_GEMM_PDL=0|1 (programmatic dependent launch off / on).
@@ -96,11 +109,14 @@ Status launch_overrides_check() {
 struct Choice {
   const Config* config = nullptr;
   bool explicit_choice = false;
+  bool flip = false;  // run on the flipped orientation (make_plan's `flip`)
 };
 
 // `req`: the caller's requested configuration (requested_config), or null for the heuristic.
 // `tma_ok`: the operands can be read by TMA (aligned, or padded into the caller's workspace) and K > 0.
-Status choose(const Config* req, const GemmPlan& plan, const detail::DeviceInfo& dev, bool tma_ok, Choice* out) {
+// `flip`: HeuristicInput::flip, 0 where the flipped orientation cannot run (flip_mode).
+Status choose(const Config* req, const GemmPlan& plan, const detail::DeviceInfo& dev, bool tma_ok, int flip,
+              Choice* out) {
   const int cc = dev.cc_major * 10 + dev.cc_minor;
   if (req) {
     if (cc < req->min_cc || cc > req->max_cc || req->smem_bytes > dev.smem_optin)
@@ -111,17 +127,27 @@ Status choose(const Config* req, const GemmPlan& plan, const detail::DeviceInfo&
                                                     std::to_string(req->smem_bytes) + " bytes of shared memory; " +
                                                     "this device is sm_" + std::to_string(cc) + " with " +
                                                     std::to_string(dev.smem_optin));
-    *out = {req, true};
+    *out = {req, true, flip == 2 && req->flip && tma_ok};
     return Status::success();
   }
-  const gemm_impl::HeuristicInput in{plan.params.m, plan.params.n, plan.params.k, plan.params.batch,
-                                     dev.sm_count, cc, dev.smem_optin, tma_ok};
-  const Config* pick = &gemm_impl::select_config(in);
-  // A configuration `tessera tune` measured fastest here (gemm/tune_cache.hpp), if it can run.
-  if (pick->kernel != Kernel::Fallback)
-    if (const Config* tuned = gemm_impl::tuned_config(plan, dev, tma_ok)) pick = tuned;
-  *out = {pick, false};
+  const gemm_impl::HeuristicInput in{plan.params.m, plan.params.n, plan.params.k, plan.params.batch, dev.sm_count,
+                                     cc,           dev.smem_optin, tma_ok,        flip};
+  const gemm_impl::Selection pick = gemm_impl::select(in);
+  *out = {pick.config, false, pick.flip && pick.config->flip};
+  // A configuration `tessera tune` measured fastest here (gemm/tune_cache.hpp), if it can run; it was
+  // timed on the natural orientation.
+  if (pick.config->kernel != Kernel::Fallback)
+    if (const Config* tuned = gemm_impl::tuned_config(plan, dev, tma_ok)) *out = {tuned, false, flip == 2 && tuned->flip};
   return Status::success();
+}
+
+// HeuristicInput::flip for this call: 0 where the flipped orientation cannot run (the plan's D or C,
+// or an override that needs another epilogue or decomposition: gemm/sm90/kernel.cuh epilogue_mode).
+int flip_mode(const GemmPlan& plan, int forced_flip, int forced_splits, int forced_streamk) {
+  const char* epi = std::getenv("TESSERA_SM90_EPILOGUE");
+  const bool epi_ok = !epi || !*epi || !std::strcmp(epi, "tma");
+  if (!plan.flip_ok || !epi_ok || forced_splits > 1 || forced_streamk == 1 || forced_flip == 0) return 0;
+  return forced_flip == 1 ? 2 : 1;
 }
 
 Status device_for_gemm(detail::DeviceInfo* dev) {
@@ -159,6 +185,8 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
   int forced_streamk = -1;
   if (Status s = streamk_override(&forced_streamk); !s.ok()) return s;
   if (Status s = launch_overrides_check(); !s.ok()) return s;
+  int forced_flip = -1;
+  if (Status s = flip_override(&forced_flip); !s.ok()) return s;
   GemmPlan plan = gemm_impl::make_plan(args);
   if (plan.empty) return Status::success();
 
@@ -168,7 +196,11 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
   const size_t pad_bytes = plan.a.pad_bytes + plan.b.pad_bytes;  // the workspace's first part
   const bool tma_ok = plan.params.k > 0 && (aligned || workspace_bytes >= pad_bytes);
   Choice choice;
-  if (Status s = choose(req, plan, dev, tma_ok, &choice); !s.ok()) return s;
+  if (Status s = choose(req, plan, dev, tma_ok, flip_mode(plan, forced_flip, forced_splits, forced_streamk), &choice);
+      !s.ok())
+    return s;
+  // The flipped orientation: the same operands and pads with the roles of A and B (M and N) swapped.
+  if (choice.flip) plan = gemm_impl::make_plan(args, true);
   auto stream = static_cast<cudaStream_t>(stream_ptr);
 
   gemm_impl::GemmParams p = plan.params;
@@ -199,9 +231,11 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
     e = gemm_impl::fallback::simt(plan.ab_dtype, plan.a.k_major, plan.b.k_major, plan.params, stream);
   else if (cfg->kernel == Kernel::Sm90) {
     // Split-K or stream-K in the workspace after the pad copies, as far as the caller's bytes allow.
-    gemm_impl::Decomposition d = gemm_impl::select_decomposition(*cfg, p.m, p.n, p.k, p.batch, dev.sm_count);
-    if (forced_splits > 0) d = gemm_impl::Decomposition{forced_splits, false};
-    if (forced_streamk >= 0 && d.splits == 1) d.stream_k = forced_streamk == 1 && cfg->stream_k;
+    // (The flipped orientation runs data-parallel: its epilogue is the TMA store, split-K's is the staging.)
+    gemm_impl::Decomposition d = plan.flipped ? gemm_impl::Decomposition{}
+                                              : gemm_impl::select_decomposition(*cfg, p.m, p.n, p.k, p.batch, dev.sm_count);
+    if (forced_splits > 0 && !plan.flipped) d = gemm_impl::Decomposition{forced_splits, false};
+    if (forced_streamk >= 0 && d.splits == 1 && !plan.flipped) d.stream_k = forced_streamk == 1 && cfg->stream_k;
     const size_t room = workspace_bytes > pad_bytes ? workspace_bytes - pad_bytes : 0;
     while (d.splits > 1 && gemm_impl::splitk_bytes(*cfg, p.m, p.n, p.batch, d.splits) > room) --d.splits;
     if (d.stream_k && (d.splits > 1 || gemm_impl::streamk_bytes(*cfg, dev.sm_count) > room)) d.stream_k = false;
@@ -253,8 +287,11 @@ Status gemm_select_config(const GemmArgs& args, std::string* name) {
     detail::DeviceInfo dev;
     if (Status s = device_for_gemm(&dev); !s.ok()) return s;
     Choice choice;
+    int forced_flip = -1;
+    if (Status s = flip_override(&forced_flip); !s.ok()) return s;
     // Assuming the workspace gemm_workspace_size asks for (so unaligned operands can be padded).
-    if (Status s = choose(req, plan, dev, plan.params.k > 0, &choice); !s.ok()) return s;
+    if (Status s = choose(req, plan, dev, plan.params.k > 0, flip_mode(plan, forced_flip, 0, -1), &choice); !s.ok())
+      return s;
     *name = choice.config->name;
     return Status::success();
   };

@@ -27,7 +27,8 @@ std::vector<Config> build() {
          4 * (1 + sm90::consumer_warpgroups(bm, sm90::schedule == sm90::kPingpong)),                             \
          sm90::smem_bytes_for(bm, bn, bk, stages, sm90::schedule == sm90::kPingpong), 90, 90, reason, throughput, \
          cluster_m, cluster_n, sm90::schedule == sm90::kPingpong,                                                 \
-         sm90::supports_stream_k(bm, sm90::schedule == sm90::kPingpong)},
+         sm90::supports_stream_k(bm, sm90::schedule == sm90::kPingpong),                                       \
+         sm90::supports_flip(bm, bn, sm90::schedule == sm90::kPingpong)},
 #include "gemm/sm90/configs.def"
 #undef TESSERA_SM90_CONFIG
   };
@@ -192,61 +193,90 @@ bool shares_larger_operand(const Config& c, long long m, long long n) {
   return m >= n ? c.cluster_n > 1 : c.cluster_m > 1;
 }
 
-// The part of the grid's rounds that does work: units / (rounds x workers), 1 when stream-K shares
-// out the partial wave.
-double wave_fill(const Config& c, const Decomposition& d, long long m, long long n, long long batch, int sm_count) {
-  if (d.stream_k) return 1.0;
+// The grid's rounds (units per worker, rounded up) and the part of them that does work: units /
+// (rounds x workers), 1 when stream-K shares out the partial wave.
+struct Waves {
+  long long rounds;
+  double fill;
+};
+Waves waves_of(const Config& c, const Decomposition& d, long long m, long long n, long long batch, int sm_count) {
   const int cluster = c.cluster_m * c.cluster_n;
   const long long units = padded_tiles_m(c, m) * padded_tiles_n(c, n) / cluster * batch * d.splits;  // cluster tiles
   const long long workers = std::max(1, sm_count / cluster);
-  return double(units) / double((units + workers - 1) / workers * workers);
+  const long long rounds = (units + workers - 1) / workers;
+  return Waves{rounds, d.stream_k ? 1.0 : double(units) / double(rounds * workers)};
 }
 
 // The config of least cost. Of two within 0.1% (DRAM-bound decode shapes often tie exactly):
 // between mirror images (the same tile in pairs along M or along N), the one that multicasts the
-// larger operand; else the one whose last wave is fuller; else the earlier, larger tile. H100,
-// same run, bf16: 128x57344x8192 (57344 x 128 here) 336 us in 128x64 pairs (6.8 cluster waves)
-// vs 347 us in 128x128 tiles (3.4 waves), which the DRAM term rates alike; 128x28672x4096, where
-// both leave a third of a wave (3.4 and 1.7), 95 vs 93 us. Each candidate's decomposition is
+// larger operand; else the one whose last wave is fuller, unless it takes more than twice the
+// rounds; else the earlier, larger tile. H100, same run, bf16: 128x57344x8192 (57344 x 128 here)
+// 336 us in 128x64 pairs (6.8 cluster waves, 7 rounds) vs 347 us in 128x128 tiles (3.4 waves, 4
+// rounds), which the DRAM term rates alike; 128x28672x4096, where both leave a third of a wave
+// (3.4 and 1.7), 95 vs 93 us; there 64x96 pairs (4.5 waves, 5 rounds, 0.91 full) ran 96.6-97.4 us
+// against 128x128's 91.0-91.2 (2 rounds, 0.85 full), while on 128x12288x4096 (2 rounds against
+// one of 96 tiles) they won, 42.4 vs 43.2 (bench/results/h100_flip_ab_20261125T1622Z.txt): the
+// small tile's extra rounds cost what its fuller wave saves. Each candidate's decomposition is
 // computed, not memoised: select_config's memo covers this loop, and a pass over every config
 // would only evict the recent shapes' entries from select_decomposition's.
-const Config* select_sm90(const HeuristicInput& in) {
+// With in.flip, a decode shape (a side of at most kBroadcastRows) is also costed flipped (M and N
+// swapped: the transposed-store epilogue, data-parallel only), after the natural candidates, so a
+// tie keeps the natural orientation unless the flipped one fills its last wave better: 128x6144x4096
+// with a column-major D is 6144 x 128 here, 96 CTAs of 128x64 pairs, or flipped 128 CTAs of 64x96
+// pairs (the DRAM term ties).
+Selection select_sm90(const HeuristicInput& in) {
   constexpr double kTie = 1e-3;
-  const Config* best = nullptr;
-  double best_cost = 0, best_fill = 0;
-  for (const Config& c : configs()) {
-    if (c.kernel != Kernel::Sm90 || c.smem_bytes > in.smem_optin || in.cc < c.min_cc || in.cc > c.max_cc) continue;
-    const Decomposition d = select_decomposition_uncached(c, in.m, in.n, in.k, in.batch, in.sm_count);
-    const double cost = sm90_cost(c, in.m, in.n, in.k, in.batch, in.sm_count, d.splits, d.stream_k);
-    const double fill = wave_fill(c, d, in.m, in.n, in.batch, in.sm_count);
-    bool take = !best || cost < best_cost * (1 - kTie);
-    if (best && !take && cost <= best_cost * (1 + kTie)) {  // a tie
-      const bool mirror = c.bm == best->bm && c.bn == best->bn && c.bk == best->bk && c.stages == best->stages;
-      take = mirror ? shares_larger_operand(c, in.m, in.n) && !shares_larger_operand(*best, in.m, in.n)
-                    : fill > best_fill + 1e-9;
+  Selection best;
+  long long best_m = 0, best_n = 0;
+  double best_cost = 0;
+  Waves best_waves{0, 0.0};
+  const bool decode = std::min(in.m, in.n) <= kBroadcastRows;
+  const int first = in.flip == 2 ? 1 : 0, last = in.flip == 2 || (in.flip == 1 && decode) ? 1 : 0;
+  for (int flip = first; flip <= last; ++flip) {
+    const long long m = flip ? in.n : in.m, n = flip ? in.m : in.n;
+    for (const Config& c : configs()) {
+      if (c.kernel != Kernel::Sm90 || c.smem_bytes > in.smem_optin || in.cc < c.min_cc || in.cc > c.max_cc) continue;
+      if (flip && !c.flip) continue;
+      const Decomposition d = flip ? Decomposition{} : select_decomposition_uncached(c, m, n, in.k, in.batch, in.sm_count);
+      const double cost = sm90_cost(c, m, n, in.k, in.batch, in.sm_count, d.splits, d.stream_k);
+      const Waves waves = waves_of(c, d, m, n, in.batch, in.sm_count);
+      bool take = !best.config || cost < best_cost * (1 - kTie);
+      if (best.config && !take && cost <= best_cost * (1 + kTie)) {  // a tie
+        const Config& b = *best.config;
+        const bool mirror = c.bm == b.bm && c.bn == b.bn && c.bk == b.bk && c.stages == b.stages;
+        take = mirror ? shares_larger_operand(c, m, n) && !shares_larger_operand(b, best_m, best_n)
+                      : waves.fill > best_waves.fill + 1e-9 && waves.rounds <= 2 * best_waves.rounds;
+      }
+      if (take) best = Selection{&c, flip == 1}, best_m = m, best_n = n, best_cost = cost, best_waves = waves;
     }
-    if (take) best = &c, best_cost = cost, best_fill = fill;
   }
   return best;
 }
 
-const Config& select_config_uncached(const HeuristicInput& in) {
+Selection select_uncached(const HeuristicInput& in) {
   // TMA/WGMMA on Hopper when the operands allow it (mma.sync reaches ~65% of Hopper's tensor-core
   // peak, WGMMA all of it); else, or when no sm90 config fits, the mma.sync kernels.
   if (in.cc == 90 && in.tma_ok)
-    if (const Config* c = select_sm90(in)) return *c;
+    if (const Selection s = select_sm90(in); s.config) return s;
   const Config* c = select_in(Kernel::Sm80, in);
-  return c ? *c : fallback_config();
+  return Selection{c ? c : &fallback_config(), false};
 }
+const Config& select_config_uncached(const HeuristicInput& in) { return *select_uncached(in).config; }
 
 }  // namespace
 
 // The heuristic's answers are pure functions of their arguments (the config table is constant):
 // each thread remembers its last few (gemm/memo.hpp), since gemm() asks them on every call.
+Selection select(const HeuristicInput& in) {
+  thread_local Memo<std::array<long long, 8>, Selection> memo;
+  return memo.get({in.m, in.n, in.k, in.batch, in.sm_count, in.cc, in.smem_optin, (in.tma_ok ? 1 : 0) + 2 * in.flip},
+                  [&] { return select_uncached(in); });
+}
+
 const Config& select_config(const HeuristicInput& in) {
-  thread_local Memo<std::array<long long, 8>, const Config*> memo;
-  return *memo.get({in.m, in.n, in.k, in.batch, in.sm_count, in.cc, in.smem_optin, in.tma_ok ? 1 : 0},
-                   [&] { return &select_config_uncached(in); });
+  HeuristicInput natural = in;
+  natural.flip = 0;
+  return *select(natural).config;
 }
 
 int select_splits(const Config& c, long long m, long long n, long long k, long long batch, int sm_count) {

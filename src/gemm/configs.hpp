@@ -24,6 +24,7 @@ struct Config {
   int cluster_n = 1;     // sm90: CTAs per cluster along N (sharing A by TMA multicast)
   bool pingpong = false; // sm90: two consumer warpgroups on alternating BM x BN tiles (else cooperative)
   bool stream_k = false;  // sm90: can walk stream-K shares (not the three-warpgroup tile: sm90/config_shape.hpp)
+  bool flip = false;      // sm90: can write a column-major canonical D, the flipped orientation (sm90/config_shape.hpp)
 };
 
 const std::vector<Config>& configs();
@@ -40,12 +41,26 @@ struct HeuristicInput {
   // Both operands meet TMA's rules (after padding, if the caller gives the workspace) and K > 0:
   // then an sm_90 device takes the TMA/WGMMA kernels.
   bool tma_ok = false;
+  // The canonical problem's orientation may be flipped (gemm/plan.hpp): 0 = no (the caller's D or
+  // epilogue rules out the transposed store), 1 = where it costs less, 2 = always, among the configs
+  // that can (Config::flip; TESSERA_GEMM_FLIP=1).
+  int flip = 0;
+};
+
+// The heuristic's answer: the configuration and whether to run it on the flipped orientation.
+struct Selection {
+  const Config* config = nullptr;
+  bool flip = false;
 };
 
 // The configuration for a problem: on an sm_90 device with TMA-ready operands the sm90 config of
 // least estimated time (waves x k-tiles per unit x tile area / throughput, with split-K), else the
 // largest sm80 tile that still gives every SM at least one CTA; only configs the device can run.
 const Config& select_config(const HeuristicInput& in);
+// The same with the orientation: where in.flip allows, an M = 128 decode shape's sm90 configs are also
+// costed on the flipped problem (N x M, data-parallel only), which wins where it leaves fewer SMs
+// idle (see select_sm90).
+Selection select(const HeuristicInput& in);
 
 // ---- split-K (sm90 family) ----------------------------------------------------------------------
 // When a problem's output tiles cannot give every SM work (M = 128 LLM decode shapes, 1024^2),

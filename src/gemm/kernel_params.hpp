@@ -11,11 +11,15 @@ enum DTypeTag : int { kF16 = 0, kBF16 = 1, kF32 = 2 };
 // Element-wise activation applied last in the epilogue (values = the C ABI's tessera_activation_t).
 enum ActivationTag : int { kActNone = 0, kActRelu = 1, kActGelu = 2, kActGeluTanh = 3, kActSilu = 4 };
 
-// Epilogue: D(m, n) = act(alpha * acc(m, n) + beta * C(m, n) + bias(m, n)), for the canonical
-// row-major D.
+// Epilogue: D(m, n) = act(alpha * acc(m, n) + beta * C(m, n) + bias(m, n)) for the canonical D,
+// row-major unless d_col_major.
 struct EpilogueParams {
   void* d = nullptr;            // row-major: D(m, n) at d + l * batch_stride_d + m * ldd + n
   int64_t ldd = 0;
+  // The canonical D is column-major: D(m, n) at d + l * batch_stride_d + m + n * ldd. Set when the
+  // plan computes the orientation opposite to D's storage (gemm/plan.hpp, `flip`); only the sm90
+  // kernels' TMA-store epilogue writes it (their launcher refuses any other epilogue then).
+  bool d_col_major = false;
   int64_t batch_stride_d = 0;
   int d_dtype = kF32;           // DTypeTag; C has the same dtype
   bool d_vec = false;           // 16-byte stores are legal (base, ldd and batch stride aligned)
@@ -24,6 +28,9 @@ struct EpilogueParams {
   int64_t c_stride_n = 0;
   int64_t batch_stride_c = 0;
   bool c_vec = false;           // c_stride_n == 1 and 16-byte loads are legal
+  // C can be loaded by TMA into D's sub-tiles: contiguous along D's contiguous mode (c_stride_n == 1,
+  // or c_stride_m == 1 with d_col_major), 16-byte base, leading dimension and batch stride.
+  bool c_tma = false;
   float alpha = 1.0f;
   float beta = 0.0f;
   // Bias in D's dtype, null for none: bias(l, m, n) at bias + l * batch_stride_bias + m * bias_stride_m

@@ -49,7 +49,7 @@ OperandPlan operand(const Matrix& x, Op op, bool rows_are_k, int64_t batch) {
 
 }  // namespace
 
-GemmPlan make_plan(const GemmArgs& args) {
+GemmPlan make_plan(const GemmArgs& args, bool flip) {
   GemmPlan plan;
   const int64_t batch = args.d.batch_count;
   const int64_t m = args.op_a == Op::N ? args.a.rows : args.a.cols;
@@ -59,7 +59,8 @@ GemmPlan make_plan(const GemmArgs& args) {
 
   OperandPlan a = operand(args.a, args.op_a, false, batch);  // M x K
   OperandPlan b = operand(args.b, args.op_b, true, batch);   // N x K
-  plan.swapped = args.d.layout == Layout::ColMajor;
+  plan.flipped = flip;
+  plan.swapped = (args.d.layout == Layout::ColMajor) != flip;
   if (plan.swapped) std::swap(a, b);
   plan.a = a;
   plan.b = b;
@@ -86,6 +87,9 @@ GemmPlan make_plan(const GemmArgs& args) {
   e.batch_stride_d = batch > 1 ? args.d.batch_stride : 0;
   e.d_dtype = tag_of(args.d.dtype);
   e.d_vec = reinterpret_cast<uintptr_t>(args.d.ptr) % 16 == 0 && e.ldd % per16 == 0 && e.batch_stride_d % per16 == 0;
+  e.d_col_major = flip;
+  // The flip's conditions (GemmPlan::flip_ok); C is checked below.
+  plan.flip_ok = args.d.dtype == args.a.dtype && e.d_vec;
   e.alpha = args.alpha;
   e.beta = args.beta;
   if (args.beta != 0.0f) {
@@ -96,8 +100,11 @@ GemmPlan make_plan(const GemmArgs& args) {
     e.c_stride_m = c_row_major ? c.ld : 1;
     e.c_stride_n = c_row_major ? 1 : c.ld;
     e.batch_stride_c = (c.batch_count == 1 || batch <= 1) ? 0 : c.batch_stride;
-    e.c_vec = e.c_stride_n == 1 && reinterpret_cast<uintptr_t>(c.ptr) % 16 == 0 && e.c_stride_m % per16 == 0 &&
-              e.batch_stride_c % per16 == 0;
+    const bool c_aligned = reinterpret_cast<uintptr_t>(c.ptr) % 16 == 0 && c.ld % per16 == 0 &&
+                           e.batch_stride_c % per16 == 0;
+    e.c_vec = e.c_stride_n == 1 && c_aligned;
+    e.c_tma = (flip ? e.c_stride_m == 1 : e.c_stride_n == 1) && c_aligned;
+    plan.flip_ok = plan.flip_ok && c.layout == args.d.layout && c_aligned;
   }
   if (args.bias_mode != BiasMode::None && args.bias) {
     // The user's per-column bias (indexed by D's column n) follows n through the swap: it is

@@ -33,7 +33,13 @@ struct OperandPlan {
 
 struct GemmPlan {
   bool empty = false;        // M, N or batch is 0: nothing to do
-  bool swapped = false;      // D was column-major: the kernels compute D^T = op(B)^T op(A)^T
+  bool swapped = false;      // the kernels compute D^T = op(B)^T op(A)^T (D column-major, unless flipped)
+  // The plan computes the orientation opposite to D's storage (make_plan's `flip`): the canonical D
+  // is then column-major (params.epi.d_col_major), which only the sm90 TMA-store epilogue writes.
+  bool flipped = false;
+  // The flipped orientation can run there: D is 16-bit of the operands' type, 16-byte aligned (base,
+  // leading dimension, batch stride), and beta = 0 or C is stored like D and as aligned.
+  bool flip_ok = false;
   int ab_dtype = kF16;
   GemmParams params;         // canonical problem, pointing at the caller's operands
   OperandPlan a, b;
@@ -41,7 +47,11 @@ struct GemmPlan {
   size_t splitk_bytes = 0;     // upper bound of the split-K area (partial tiles + counters), after the pads
 };
 
-// Precondition: validate(args) succeeded.
-GemmPlan make_plan(const GemmArgs& args);
+// Precondition: validate(args) succeeded; `flip` only where flip_ok (the heuristic decides, gemm/api.cpp).
+// Without `flip` the canonical D is row-major: a column-major D is computed as D^T. With it, the
+// other way round: a decode shape's weights can then be the kernel's N operand whatever D's layout
+// (128 x 6144 x 4096 with a column-major D: 64 x 96 tiles in pairs, 128 CTAs, where the
+// row-major orientation's 64-row tiles give 96).
+GemmPlan make_plan(const GemmArgs& args, bool flip = false);
 
 }  // namespace tessera::gemm_impl

@@ -200,8 +200,10 @@ TEST(Heuristic, FewTileProblemsTakeTheNarrowTile) {
   // streamed, cuBLASLt 54.2), in either orientation.
   EXPECT_STREQ(pick_tma(kH100, 4096, 128, 14336).name, kSm90DecodeT);
   EXPECT_STREQ(pick_tma(kH100, 128, 4096, 14336).name, kSm90Decode);
-  // 128 x 6144: 192 tiles of 64x64 would run two waves; 96 of 128x64 run one.
-  EXPECT_STREQ(pick_tma(kH100, 128, 6144, 4096).name, kSm90Small);
+  // 128 x 6144: 192 tiles of 64x64 would run two waves; 96 of 128x64 leave 36 SMs idle; 128 of
+  // 64x96 in pairs sharing the weights fill the GPU (the DRAM term ties them; the fuller wave wins).
+  EXPECT_STREQ(pick_tma(kH100, 128, 6144, 4096).name, "sm90_64x96x64_s10_c2_coop");
+  EXPECT_STREQ(pick_tma(kH100, 6144, 128, 4096).name, kSm90Small);  // 128 columns are 1.33 tiles of 96
   // Enough 128x128 tiles (128 x 16384: 128 tiles): the wider tile reads A half as often.
   EXPECT_STREQ(pick_tma(kH100, 128, 16384, 4096).name, kSm90Medium);
 }
@@ -395,6 +397,79 @@ TEST(Heuristic, PingpongOnlyWhereTheEpilogueDominates) {
   // (128x16384x4096: 117 vs 56 us); ties go to the earlier row, 128x128.
   EXPECT_STREQ(pick_tma(kH100, 128, 16384, 4096).name, kSm90Medium);
   EXPECT_STREQ(pick_tma(kH100, 16384, 128, 4096).name, kSm90Medium);
+}
+
+// ---- the flipped orientation (gemm/plan.hpp) ------------------------------------------------------
+
+ti::Selection select_flip(long long m, long long n, long long k, int flip) {
+  return ti::select(HeuristicInput{m, n, k, 1, kH100.sm_count, kH100.cc, kH100.smem_optin, true, flip});
+}
+
+TEST(Flip, OnlyTheDecodeTilesCanFlip) {
+  // The transposed store is compiled into tiles at most 128 wide with one or two consumer
+  // warpgroups (sm90/config_shape.hpp): the 128x256 and three-warpgroup consumers spilled with it.
+  for (const Config& c : configs()) {
+    if (c.kernel != Kernel::Sm90) {
+      EXPECT_FALSE(c.flip) << c.name;
+      continue;
+    }
+    EXPECT_EQ(c.flip, c.bn <= 128 && c.warps / 4 - 1 < 3) << c.name;
+  }
+  EXPECT_TRUE(ti::find_config("sm90_64x96x64_s10_c2_coop")->flip);
+  EXPECT_FALSE(ti::find_config(kSm90Large)->flip);
+}
+
+TEST(Flip, SixThousandWideWeightsFlipOntoTheNinetySixWideTile) {
+  // 128 x 6144 x 4096 with a column-major D is 6144 x 128 here: 128x64 pairs give 96 CTAs (the
+  // weights along M in 64-row consumers); flipped, 64x96 pairs give 128 (cuBLASLt's choice).
+  const ti::Selection natural = select_flip(6144, 128, 4096, 0);
+  EXPECT_STREQ(natural.config->name, kSm90Small);
+  EXPECT_FALSE(natural.flip);
+  const ti::Selection flipped = select_flip(6144, 128, 4096, 1);
+  EXPECT_STREQ(flipped.config->name, "sm90_64x96x64_s10_c2_coop");
+  EXPECT_TRUE(flipped.flip);
+  // A row-major D is that orientation already: no flip needed.
+  const ti::Selection row = select_flip(128, 6144, 4096, 1);
+  EXPECT_STREQ(row.config->name, "sm90_64x96x64_s10_c2_coop");
+  EXPECT_FALSE(row.flip);
+  // select_config is the natural orientation's answer.
+  EXPECT_EQ(&select_config(HeuristicInput{6144, 128, 4096, 1, kH100.sm_count, kH100.cc, kH100.smem_optin, true, 1}),
+            natural.config);
+}
+
+TEST(Flip, NotWhereTheSmallTileTakesManyMoreRounds) {
+  // 128 x 28672 x 4096 (28672 x 128 here): 64x96 pairs fill their last round better (0.91 vs 0.85)
+  // but take 5 rounds against 128x128's 2, and ran 96.6-97.4 us against 91.0-91.2 (H100, same run).
+  const ti::Selection s = select_flip(28672, 128, 4096, 1);
+  EXPECT_STREQ(s.config->name, kSm90Medium);
+  EXPECT_FALSE(s.flip);
+  EXPECT_STREQ(select_flip(128, 28672, 4096, 1).config->name, kSm90Medium);  // a row-major D likewise
+  // 128 x 12288 x 4096: 96 tiles of 128x128 in one partial round, or 2 rounds of 64x96 pairs
+  // flipped: 42.4 vs 43.2 us.
+  const ti::Selection t = select_flip(12288, 128, 4096, 1);
+  EXPECT_STREQ(t.config->name, "sm90_64x96x64_s10_c2_coop");
+  EXPECT_TRUE(t.flip);
+}
+
+TEST(Flip, NeverAwayFromDecodeShapes) {
+  // Only a problem with a side of at most 128 is costed flipped (mode 1); elsewhere the answer is
+  // the natural one whatever the mode allows.
+  for (long long m : {256LL, 1000LL, 1024LL, 3000LL, 4096LL, 8192LL})
+    for (long long n : {256LL, 1024LL, 4096LL, 6144LL, 28672LL})
+      for (long long k : {512LL, 4096LL}) {
+        const ti::Selection a = select_flip(m, n, k, 0), b = select_flip(m, n, k, 1);
+        EXPECT_EQ(a.config, b.config) << m << "x" << n << "x" << k;
+        EXPECT_FALSE(b.flip) << m << "x" << n << "x" << k;
+      }
+}
+
+TEST(Flip, ForcedFlipsWithAConfigThatCan) {
+  for (long long m : {128LL, 1000LL, 4096LL})
+    for (long long n : {128LL, 6144LL}) {
+      const ti::Selection s = select_flip(m, n, 4096, 2);
+      EXPECT_TRUE(s.flip) << m << "x" << n;
+      EXPECT_TRUE(s.config->flip) << s.config->name;
+    }
 }
 
 // ---- stream-K -----------------------------------------------------------------------------------------

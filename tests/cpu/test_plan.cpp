@@ -202,11 +202,16 @@ void run_brute_force_case(std::mt19937& rng, const Combo& cb) {
         want[offset(D.m, l, i, j)] = out;
       }
 
-  // The same through the canonical problem only.
-  const GemmPlan plan = make_plan(g);
+  // The same through the canonical problem only, in both orientations (the flipped one writes a
+  // column-major canonical D).
+  for (bool flip : {false, true}) {
+  SCOPED_TRACE(flip ? "flipped" : "natural");
+  const GemmPlan plan = make_plan(g, flip);
   const auto& p = plan.params;
   ASSERT_FALSE(plan.empty);
-  EXPECT_EQ(plan.swapped, cb.ld == Layout::ColMajor);
+  EXPECT_EQ(plan.flipped, flip);
+  EXPECT_EQ(p.epi.d_col_major, flip);
+  EXPECT_EQ(plan.swapped, (cb.ld == Layout::ColMajor) != flip);
   EXPECT_EQ(p.m, plan.swapped ? N : M);
   EXPECT_EQ(p.n, plan.swapped ? M : N);
   EXPECT_EQ(p.k, K);
@@ -224,6 +229,8 @@ void run_brute_force_case(std::mt19937& rng, const Combo& cb) {
   check_operand_rule(plan.a, batch, "canonical A");
   check_operand_rule(plan.b, batch, "canonical B");
   EXPECT_EQ(plan.workspace_bytes, plan.a.pad_bytes + plan.b.pad_bytes);
+  EXPECT_EQ(plan.a.pad_bytes + plan.b.pad_bytes, make_plan(g, !flip).a.pad_bytes + make_plan(g, !flip).b.pad_bytes);
+  EXPECT_FALSE(plan.flip_ok) << "an fp32 D cannot take the transposed TMA store";
 
   Buffers ops{{&A.buf, &B.buf}};
   Buffers cs{{&cbuf}};
@@ -256,7 +263,8 @@ void run_brute_force_case(std::mt19937& rng, const Combo& cb) {
         float out = e.alpha * acc;
         if (e.beta != 0.0f) out += e.beta * cs.read(e.c, l * e.batch_stride_c + mm * e.c_stride_m + nn * e.c_stride_n);
         if (e.bias) out += bs.read(e.bias, l * e.batch_stride_bias + mm * e.bias_stride_m + nn * e.bias_stride_n);
-        const int64_t idx = (static_cast<float*>(e.d) - D.buf.data()) + l * e.batch_stride_d + mm * e.ldd + nn;
+        const int64_t idx = (static_cast<float*>(e.d) - D.buf.data()) + l * e.batch_stride_d +
+                            (e.d_col_major ? mm + nn * e.ldd : mm * e.ldd + nn);
         ASSERT_GE(idx, 0);
         ASSERT_LT(idx, int64_t(got.size()));
         EXPECT_EQ(got[size_t(idx)], -777.0f) << "canonical D writes element " << idx << " twice";
@@ -264,6 +272,7 @@ void run_brute_force_case(std::mt19937& rng, const Combo& cb) {
       }
   // Exactly the same addresses written with exactly the same values (and nothing else written).
   for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "D element at offset " << i;
+  }
 }
 
 TEST(Plan, BruteForceAgainstOriginalArguments) {
@@ -634,6 +643,46 @@ TEST(PlanAlignment, CVectorFlags) {
   g.beta = 0.0f;
   EXPECT_EQ(checked_plan(g).params.epi.c, nullptr);
   EXPECT_FALSE(checked_plan(g).params.epi.c_vec);
+}
+
+// The flipped orientation (make_plan's `flip`): only a 16-bit D of the operands' type, 16-byte
+// aligned, with C (beta != 0) stored like D and as aligned, can take it (the transposed TMA store);
+// C's TMA flag then follows the column-major canonical D.
+TEST(PlanFlip, FlipOkOnlyForATmaStorableD) {
+  GemmArgs g = rr_args(64, 48, 32, 2);
+  g.d.dtype = DType::F16;
+  EXPECT_TRUE(checked_plan(g).flip_ok);
+  g.d.dtype = DType::BF16;
+  EXPECT_FALSE(checked_plan(g).flip_ok) << "D of the other 16-bit type";
+  g.d.dtype = DType::F32;
+  EXPECT_FALSE(checked_plan(g).flip_ok) << "fp32 D";
+  g.d.dtype = DType::F16;
+  g.d.ld = 52;
+  g.d.batch_stride = 64 * 52;
+  EXPECT_FALSE(checked_plan(g).flip_ok) << "ldd not a multiple of 8 elements";
+  g = rr_args(64, 48, 32, 2);
+  g.d.dtype = DType::F16;
+  g.beta = 0.5f;
+  g.c = tessera::dense(P(kC), DType::F16, 64, 48, Layout::RowMajor, 2);
+  EXPECT_TRUE(checked_plan(g).flip_ok);
+  const GemmPlan flipped = make_plan(g, true);
+  EXPECT_TRUE(flipped.flipped);
+  EXPECT_TRUE(flipped.swapped) << "a row-major D computed as D^T";
+  EXPECT_TRUE(flipped.params.epi.d_col_major);
+  EXPECT_EQ(flipped.params.m, 48);
+  EXPECT_EQ(flipped.params.n, 64);
+  EXPECT_EQ(flipped.params.epi.c_stride_m, 1);
+  EXPECT_EQ(flipped.params.epi.c_stride_n, 48);
+  EXPECT_TRUE(flipped.params.epi.c_tma) << "C contiguous along the column-major canonical D's m";
+  EXPECT_FALSE(flipped.params.epi.c_vec) << "the staging's 16-byte C loads run along n";
+  EXPECT_TRUE(checked_plan(g).params.epi.c_tma);
+  g.c = tessera::dense(P(kC), DType::F16, 64, 48, Layout::ColMajor, 2);
+  EXPECT_FALSE(checked_plan(g).flip_ok) << "C stored unlike D";
+  EXPECT_FALSE(checked_plan(g).params.epi.c_tma);
+  EXPECT_FALSE(make_plan(g, true).params.epi.c_tma) << "C stored unlike D is unlike the canonical D either way";
+  g.c = tessera::dense(P(kC + 2), DType::F16, 64, 48, Layout::RowMajor, 2);
+  EXPECT_FALSE(checked_plan(g).flip_ok) << "C not 16-byte aligned";
+  EXPECT_FALSE(make_plan(g, true).params.epi.c_tma);
 }
 
 // The bias in the canonical orientation: a user per-column bias (N values, indexed by D's column)

@@ -761,7 +761,8 @@ TEST(ApiChecks, EnvironmentOverridesAreValidatedBeforeTheDevice) {
   const Bad cases[] = {{"TESSERA_GEMM_SPLITS", {"0", "17", "-1", "2x", "many"}, "4"},
                        {"TESSERA_GEMM_STREAMK", {"2", "-1", "yes", "1 "}, "1"},
                        {"TESSERA_SM90_EPILOGUE", {"TMA", "smem", "fp32", "auto"}, "staged"},
-                       {"TESSERA_GEMM_PDL", {"2", "on", "off", "0 "}, "0"}};
+                       {"TESSERA_GEMM_PDL", {"2", "on", "off", "0 "}, "0"},
+                       {"TESSERA_GEMM_FLIP", {"2", "-1", "yes", "1 "}, "1"}};
   for (const Bad& c : cases) {
     for (const char* bad : c.values) {
       Env e(c.var, bad);

@@ -1004,6 +1004,99 @@ TEST_F(GemmConfigSelection, StreamKSweep) {
 }
 
 // ===================================================================================================
+// 10b. The flipped orientation (gemm/plan.hpp, make_plan's `flip`): the canonical D column-major,
+//      written by the sm90 transposed TMA-store epilogue (stmatrix.trans sub-tiles, D^T's
+//      descriptor; beta * C loaded by TMA into them, read back by ldmatrix.trans). Forced with
+//      TESSERA_GEMM_FLIP=1 on every config that can (Config::flip) for both D layouts, all majors,
+//      both dtypes, ragged and batched shapes, with C, bias and activation; and chosen by the heuristic
+//      on the decode shape it exists for.
+// ===================================================================================================
+
+class GemmFlip : public GpuTest {
+ public:
+  static void TearDownTestSuite() { tt::print_summary("GemmFlip"); }
+};
+
+// D (and C, stored like D) with a leading dimension that is a multiple of 8 elements: the flipped
+// orientation needs D and C TMA-aligned (GemmPlan::flip_ok); the shapes stay ragged.
+void align_out(Case& c) {
+  const int64_t d_inner = c.d.layout == Layout::RowMajor ? c.n : c.m;
+  c.d.ld_pad = (d_inner + 7) / 8 * 8 - d_inner;
+  c.c.ld_pad = c.d.ld_pad;
+}
+
+std::vector<std::string> flip_config_names() {
+  std::vector<std::string> out;
+  for (const std::string& cfg : sm90_config_names())
+    if (ti::find_config(cfg)->flip) out.push_back(cfg);
+  return out;
+}
+
+TEST_F(GemmFlip, ForcedOnEveryConfigThatCan) {
+  if (device_facts().cc != 90) GTEST_SKIP() << "the flipped orientation runs on the sm90 path only";
+  const std::vector<std::string> cfgs = flip_config_names();
+  ASSERT_GE(cfgs.size(), size_t(5));
+  EnvGuard env("TESSERA_GEMM_FLIP", "1");
+  const SweepShape shapes[] = {{200, 136, 72, 2, 0, 0.0f},     // ragged M and N, batched
+                               {130, 390, 520, 3, 0, 0.0f},    // ragged, several tiles, 9 k-tiles
+                               {1000, 1000, 1000, 1, 0, 0.0f},  // many tiles: the persistent loop
+                               {64, 96, 64, 1, 0, 0.0f}};       // one 64x96 tile exactly
+  int variant = 0;
+  for (const std::string& cfg : cfgs)
+    for (DType ab : {DType::F16, DType::BF16})
+      for (int combo = 0; combo < 8; ++combo)
+        for (const SweepShape& sh : shapes) {
+          Case c = sweep_case(cfg, sh, ab, ab);
+          c.op_a = combo & 1 ? Op::T : Op::N;
+          c.op_b = combo & 2 ? Op::T : Op::N;
+          c.d.layout = c.c.layout = combo & 4 ? Layout::ColMajor : Layout::RowMajor;
+          align_out(c);
+          switch (variant++ % 4) {
+            case 0: break;
+            case 1:  // beta * C by TMA into the transposed sub-tiles, a per-row bias, GELU
+              c.alpha = 0.5f, c.beta = -1.25f;
+              c.bias = tessera::BiasMode::PerRow;
+              c.activation = tessera::Activation::Gelu;
+              break;
+            case 2:  // a per-column bias, one vector for every batch, SiLU
+              c.bias = tessera::BiasMode::PerColumn;
+              c.bias_spec.batched = false;
+              c.activation = tessera::Activation::Silu;
+              break;
+            default:  // in place: C is D
+              c.beta = 1.0f, c.in_place = true;
+              break;
+          }
+          check("GemmFlip", cfg + " TESSERA_GEMM_FLIP=1", c);
+        }
+  // Configs that cannot flip ignore the override: the natural orientation, still right.
+  for (const std::string& cfg : sm90_config_names()) {
+    if (ti::find_config(cfg)->flip) continue;
+    Case c = sweep_case(cfg, shapes[0], DType::BF16, DType::BF16);
+    align_out(c);
+    c.beta = 0.5f;
+    check("GemmFlip", cfg + " TESSERA_GEMM_FLIP=1 (cannot flip)", c);
+  }
+  expect_env_refused("TESSERA_GEMM_FLIP", "2");
+}
+
+// The heuristic flips 128 x 6144 x 4096 with a column-major D (64x96 pairs on the weights, see
+// configs.def) on an H100's 132 SMs; the result is right in either D layout, with and without C.
+TEST_F(GemmFlip, HeuristicDecodeShape) {
+  const DeviceFacts f = device_facts();
+  if (f.cc != 90) GTEST_SKIP() << "the flipped orientation runs on the sm90 path only";
+  for (int combo : {2 | 4, 2, 4})
+    for (float beta : {0.0f, 1.0f}) {
+      Case c;
+      c.ab = c.dt = DType::BF16;
+      apply_layout(c, combo);
+      c.m = 128, c.n = 6144, c.k = 4096;
+      c.beta = beta;
+      check("GemmFlip", "heuristic 128x6144x4096", c);
+    }
+}
+
+// ===================================================================================================
 // 11. Fused bias + activation, D = act(alpha * op(A) op(B) + beta * C + bias): every activation x
 //     {per-row, per-column} bias on a ragged shape, batched with one bias vector per batch and with
 //     one shared, for both D layouts (a column-major D swaps the bias's canonical orientation), on

@@ -27,6 +27,14 @@ constexpr int consumer_warpgroups(int bm, bool pingpong) { return pingpong ? 2 :
 // 64K), and the fix-up's loads spilled them. Those configs run data-parallel or split-K only.
 constexpr bool supports_stream_k(int bm, bool pingpong) { return consumer_warpgroups(bm, pingpong) < 3; }
 
+// The transposed TMA-store epilogue of a column-major canonical D (the flipped orientation,
+// gemm/plan.hpp) is compiled into the tiles at most 128 wide with one or two consumer warpgroups:
+// the decode tiles it exists for. Its addresses and branch spilled the 128x256 (224 registers) and
+// 192x192 (152) consumers; those tiles refuse a column-major D.
+constexpr bool supports_flip(int bm, int bn, bool pingpong) {
+  return bn <= 128 && consumer_warpgroups(bm, pingpong) < 3;
+}
+
 // The epilogue's shared memory per consumer warpgroup (kernel.cuh): the 16-bit D leaves in 64 x 64
 // sub-tiles (8 KB) stored by TMA, double-buffered where shared memory allows (the next sub-tile is
 // written while the previous one's store still reads its buffer), else one buffer; the fp32 staging

@@ -84,8 +84,11 @@ struct Traits {
 
   // smem: 128-byte swizzle atoms (8 rows x 64 K-elements, or 64 MN-elements x 8 rows) tiled over
   // (rows, BK, Stages); the same layout describes the TMA box and the WGMMA descriptors.
+  // An MN-major B of 96 columns is not whole 64-element atoms: 32-element (64-byte) ones there.
   using AtomA = std::conditional_t<AKMajor, GMMA::Layout_K_SW128_Atom<Element>, GMMA::Layout_MN_SW128_Atom<Element>>;
-  using AtomB = std::conditional_t<BKMajor, GMMA::Layout_K_SW128_Atom<Element>, GMMA::Layout_MN_SW128_Atom<Element>>;
+  using AtomB = std::conditional_t<BKMajor, GMMA::Layout_K_SW128_Atom<Element>,
+                                   std::conditional_t<BN % 64 == 0, GMMA::Layout_MN_SW128_Atom<Element>,
+                                                      GMMA::Layout_MN_SW64_Atom<Element>>>;
   // MN-major operands tile their atoms along K first (Step<_2,_1,_3>): the TMA box is then whole
   // 64-element MN columns stacked along K, which a cluster can split between its CTAs along K
   // when BN / ClusterM is not a multiple of the atom's 64 (BN = 192 in pairs).
@@ -121,50 +124,86 @@ struct Traits {
   using TmaB = decltype(make_tma_b(GemmParams{}));
 
   // TMA-store epilogue (seed 003): each consumer warpgroup converts its 64 x BN rows to D's 16-bit
-  // type in 64 x 64 sub-tiles, one 128-byte row of 64 elements per smem row, 128-byte swizzled (the
-  // fragment's 4-byte pairs of 8 rows land in 8 different bank groups), and one thread stores the
-  // sub-tile by TMA, which clips the ragged edges. D is (M, N, batches) with N contiguous.
-  static constexpr int kStoreN = 64;
-  using SmemLayoutD = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<_64, Int<kStoreN>>{}));
+  // type in 64 x kStoreN sub-tiles and one thread stores each by TMA, which clips the ragged edges.
+  // A row-major D's sub-tile is 64 rows of kStoreN elements (one 128-byte row where BN is a multiple
+  // of 64, else 64 bytes), swizzled across the row's 16-byte chunks (the fragment's 4-byte pairs of
+  // 8 rows land in 8 different bank groups). A column-major D's (EpilogueParams::d_col_major) is its
+  // transpose, kStoreN rows (D's columns) of 64 elements, 128-byte swizzled, which stmatrix.trans
+  // writes from the same fragments. D is (M, N, batches) with N contiguous, or (N, M, batches) with
+  // M contiguous.
+  static constexpr int kStoreN = BN % 64 == 0 ? 64 : 32;
+  using StoreAtom = std::conditional_t<kStoreN == 64, GMMA::Layout_K_SW128_Atom<Element>, GMMA::Layout_K_SW64_Atom<Element>>;
+  using SmemLayoutD = decltype(tile_to_shape(StoreAtom{}, Shape<_64, Int<kStoreN>>{}));
+  using SmemLayoutDT = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kStoreN>, _64>{}));
+  // (rows, cols, batches) with unit column stride; a broadcast (batch stride 0) is one batch.
+  template <class Elem, class SmemLayout, class Op>
+  static auto make_tma_rows(Op op, Elem* ptr, int rows, int cols, int batches, int64_t ld, int64_t batch_stride) {
+    Tensor g = make_tensor(make_gmem_ptr(ptr), make_shape(rows, cols, batch_stride ? batches : 1),
+                           make_stride(ld, _1{}, batch_stride ? batch_stride : ld * rows));
+    return make_tma_copy(op, g, SmemLayout{});
+  }
   static auto make_tma_d(const GemmParams& p) {
-    Tensor g = make_tensor(make_gmem_ptr(static_cast<Element*>(p.epi.d)), make_shape(p.m, p.n, p.batch),
-                           make_stride(p.epi.ldd, _1{}, p.epi.batch_stride_d ? p.epi.batch_stride_d : p.epi.ldd * p.m));
-    return make_tma_copy(SM90_TMA_STORE{}, g, SmemLayoutD{});
+    const EpilogueParams& e = p.epi;
+    return make_tma_rows<Element, SmemLayoutD>(SM90_TMA_STORE{}, static_cast<Element*>(e.d), p.m, p.n, p.batch, e.ldd,
+                                               e.batch_stride_d);
+  }
+  static auto make_tma_dt(const GemmParams& p) {  // the column-major D as the row-major (N, M, L) D^T
+    const EpilogueParams& e = p.epi;
+    return make_tma_rows<Element, SmemLayoutDT>(SM90_TMA_STORE{}, static_cast<Element*>(e.d), p.n, p.m, p.batch, e.ldd,
+                                                e.batch_stride_d);
   }
   using TmaD = decltype(make_tma_d(GemmParams{}));
-  // beta * C on the TMA-store path: C's 64 x 64 sub-tile is loaded by TMA into the very buffer (and
-  // swizzle) that D's sub-tile then leaves from; each thread reads C where it writes D. A broadcast
-  // C (batch stride 0) is one batch.
+  using TmaDT = decltype(make_tma_dt(GemmParams{}));
+  // beta * C on the TMA-store path: C's sub-tile is loaded by TMA into the very buffer (and swizzle)
+  // that D's sub-tile then leaves from; each thread reads C where it writes D (c_tma: C is stored
+  // like D).
   static auto make_tma_c(const GemmParams& p) {
     const EpilogueParams& e = p.epi;
-    Tensor g = make_tensor(make_gmem_ptr(static_cast<const Element*>(e.c)),
-                           make_shape(p.m, p.n, e.batch_stride_c ? p.batch : 1),
-                           make_stride(e.c_stride_m, _1{}, e.batch_stride_c ? e.batch_stride_c : e.c_stride_m * p.m));
-    return make_tma_copy(SM90_TMA_LOAD{}, g, SmemLayoutD{});
+    return make_tma_rows<const Element, SmemLayoutD>(SM90_TMA_LOAD{}, static_cast<const Element*>(e.c), p.m, p.n,
+                                                     p.batch, e.c_stride_m, e.batch_stride_c);
+  }
+  static auto make_tma_ct(const GemmParams& p) {
+    const EpilogueParams& e = p.epi;
+    return make_tma_rows<const Element, SmemLayoutDT>(SM90_TMA_LOAD{}, static_cast<const Element*>(e.c), p.n, p.m,
+                                                      p.batch, e.c_stride_n, e.batch_stride_c);
   }
   using TmaC = decltype(make_tma_c(GemmParams{}));
-  // Byte offset of element (row, col) in a SmemLayoutD sub-tile: 128-byte rows whose 16-byte chunks
-  // are permuted by Swizzle<3,4,3> (chunk index XOR row % 8; the buffers are 1024-byte aligned).
+  using TmaCT = decltype(make_tma_ct(GemmParams{}));
+  // Byte offset of element (row, col) in a SmemLayoutD sub-tile: rows of kStoreRowBytes whose 16-byte
+  // chunks are permuted by CuTe's Swizzle<3,4,3> (128-byte rows: chunk XOR row % 8) or Swizzle<2,4,3>
+  // (64-byte rows: chunk XOR (row / 2) % 4), the buffers being 1024-byte aligned.
   // The epilogue writes and reads the sub-tiles through 32-bit shared addresses built from this:
   // CuTe applies the swizzle to the pointer's value, which hides that it points to shared memory,
   // and the compiler then issued generic 64-bit ST.E / LD.E (more address arithmetic, and the
   // generic path's latency before the TMA store's proxy fence). The CPU tests check it against
   // CuTe's layout.
-  static constexpr int kStoreRowBytes = kStoreN * int(sizeof(Element));  // 128
+  static constexpr int kStoreRowBytes = kStoreN * int(sizeof(Element));  // 128 or 64
   static constexpr CUTE_HOST_DEVICE int store_offset(int row, int col) {
     const int byte = col * int(sizeof(Element));
-    return row * kStoreRowBytes + ((((byte >> 4) ^ row) & 7) << 4) + (byte & 15);
+    const int line = kStoreN == 64 ? row : row >> 1;  // the swizzle's 128-byte line within 1024 bytes
+    return row * kStoreRowBytes + ((((byte >> 4) ^ line) & (kStoreRowBytes / 16 - 1)) << 4) + (byte & 15);
   }
-  // How D leaves (EpiMode): a 16-bit D of the operands' type goes out in 64 x 64 sub-tiles, by TMA
-  // when D meets TMA's rules (16-byte base, leading dimension and batch stride), else by the threads;
-  // beta * C joins the TMA path when C meets the same rules (make_tma_c). Any other C (read 16 bytes
-  // at a time there: per element it ran at half the speed), fp32 D, a 16-bit D of the other type and
+  // The same for a SmemLayoutDT sub-tile: element (m, n) of D at row n, column m (128-byte rows).
+  static constexpr CUTE_HOST_DEVICE int store_offset_t(int m, int n) {
+    const int byte = m * int(sizeof(Element));
+    return n * 128 + ((((byte >> 4) ^ n) & 7) << 4) + (byte & 15);
+  }
+  // How D leaves (EpiMode): a 16-bit D of the operands' type goes out in sub-tiles, by TMA when D
+  // meets TMA's rules (16-byte base, leading dimension and batch stride), else by the threads;
+  // beta * C joins the TMA path when C meets the same rules (c_tma). Any other C (read 16 bytes at a
+  // time there: per element it ran at half the speed), fp32 D, a 16-bit D of the other type and
   // the split-K ranges go through the fp32 staging. `forced` (TESSERA_SM90_EPILOGUE, for
-  // measurements) replaces the choice where it can run.
+  // measurements) replaces the choice where it can run. A column-major D (d_col_major) has only the
+  // TMA path: -1 (the launcher refuses) where that cannot run.
+  static constexpr bool kFlip = supports_flip(BM, BN, Pingpong);  // a column-major D (config_shape.hpp)
   static int epilogue_mode(const GemmParams& p, int splits, int forced) {
     const EpilogueParams& e = p.epi;
+    if (e.d_col_major) {
+      const bool tma = kFlip && splits == 1 && e.d_dtype == DT && e.d_vec && (e.beta == 0.0f || e.c_tma);
+      return tma && (forced == kEpiAuto || forced == kEpiTma) ? int(kEpiTma) : -1;
+    }
     if (splits != 1 || e.d_dtype != DT || forced == kEpiStaged) return kEpiStaged;
-    if (e.beta != 0.0f) return e.d_vec && e.c_vec && forced != kEpiSmem16 ? kEpiTma : kEpiStaged;
+    if (e.beta != 0.0f) return e.d_vec && e.c_tma && forced != kEpiSmem16 ? kEpiTma : kEpiStaged;
     return e.d_vec && forced != kEpiSmem16 ? kEpiTma : kEpiSmem16;
   }
   static constexpr uint32_t kTxBytes = (BM + BN) * BK * sizeof(Element);  // full boxes, OOB zero-filled
@@ -194,7 +233,8 @@ struct Traits {
   static_assert(!Pingpong || BM == 64, "ping-pong: each consumer warpgroup owns a whole 64-row tile");
   static_assert(kCluster <= 2 && ClusterM >= 1 && ClusterN >= 1, "clusters of 1 or 2 CTAs, along M or N");
   static_assert(BN % kEpiN == 0 && BK % 64 == 0, "tile vs swizzle atom / epilogue sub-tile");
-  static_assert(BN % kStoreN == 0 && kEpiBuffers * cosize_v<SmemLayoutD> * sizeof(Element) <= kEpiBytes &&
+  static_assert(BN % kStoreN == 0 && kStoreN % 16 == 0 && cosize_v<SmemLayoutDT> == cosize_v<SmemLayoutD> &&
+                    kEpiBuffers * cosize_v<SmemLayoutD> * sizeof(Element) <= kEpiBytes &&
                     64 * kEpiLd * sizeof(float) <= kEpiBytes && kEpiBytes % 1024 == 0,
                 "the TMA-store sub-tile reuses a warpgroup's staging buffer");
 };
@@ -205,8 +245,10 @@ struct KernelParams {
   GemmParams g;
   typename T::TmaA tma_a;
   typename T::TmaB tma_b;
-  typename T::TmaD tma_d;  // valid when epi_mode == kEpiTma
-  typename T::TmaC tma_c;  // valid when epi_mode == kEpiTma and beta != 0
+  typename T::TmaD tma_d;    // valid when epi_mode == kEpiTma (tma_dt with d_col_major)
+  typename T::TmaC tma_c;    // valid when epi_mode == kEpiTma and beta != 0 (tma_ct with d_col_major)
+  typename T::TmaDT tma_dt;
+  typename T::TmaCT tma_ct;
   int epi_mode;            // EpiMode: how the epilogue stores D
   Schedule sched;          // the persistent walk (gemm/schedule.hpp): data-parallel, split-K or stream-K
   float* partials;     // split-K: [tile][split][BM][BN] fp32 partial tiles
@@ -317,8 +359,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   if (warp == 0 && elect_one_sync()) {
     prefetch_tma_descriptor(p.tma_a.get_tma_descriptor());
     prefetch_tma_descriptor(p.tma_b.get_tma_descriptor());
-    if (p.epi_mode == kEpiTma) prefetch_tma_descriptor(p.tma_d.get_tma_descriptor());
-    if (p.epi_mode == kEpiTma && p.g.epi.beta != 0.0f) prefetch_tma_descriptor(p.tma_c.get_tma_descriptor());
+    if (p.epi_mode == kEpiTma) {
+      const bool col = T::kFlip && p.g.epi.d_col_major, with_c = p.g.epi.beta != 0.0f;
+      prefetch_tma_descriptor(col ? p.tma_dt.get_tma_descriptor() : p.tma_d.get_tma_descriptor());
+      if (with_c) prefetch_tma_descriptor(col ? p.tma_ct.get_tma_descriptor() : p.tma_c.get_tma_descriptor());
+    }
     for (int i = 0; i < T::kConsumers; ++i) FullBarrier::init(&smem.c_full[i], 1);  // one thread's expect_tx
     for (int s = 0; s < Stages; ++s) {
       FullBarrier::init(&smem.full[s], 1);                     // the producer's arrive + TMA bytes
@@ -578,29 +623,35 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     };
 
     if (p.epi_mode != kEpiStaged) {
-      // Per 64 x 64 sub-tile, in buffer sub % kEpiBuffers: wait until the TMA store that last read
-      // that buffer is done (the previous tile's last stores drain under this tile's mainloop; with
-      // two buffers the previous sub-tile's store runs while this one is written), write the
+      // Per 64 x kStoreN sub-tile, in buffer sub % kEpiBuffers: wait until the TMA store that last
+      // read that buffer is done (the previous tile's last stores drain under this tile's mainloop;
+      // with two buffers the previous sub-tile's store runs while this one is written), write the
       // fragment as 16-bit pairs, make the writes visible to the async proxy, and let one thread
-      // issue the store.
+      // issue the store. A column-major D (d_col_major) goes the same way through transposed
+      // sub-tiles (T::SmemLayoutDT) and D^T's TMA descriptor.
       const EpilogueParams& e = g.epi;
-      auto buffer = [&](int sub) {  // (64,64) swizzled 16-bit sub-tile
-        return make_tensor(make_smem_ptr(reinterpret_cast<Element*>(epi) + (sub % T::kEpiBuffers) * (64 * T::kStoreN)),
+      const bool col = T::kFlip && e.d_col_major;  // only on the TMA path (epilogue_mode)
+      constexpr int kSubElems = 64 * T::kStoreN;
+      auto buffer = [&](int sub) {  // (64,kStoreN) swizzled 16-bit sub-tile
+        return make_tensor(make_smem_ptr(reinterpret_cast<Element*>(epi) + (sub % T::kEpiBuffers) * kSubElems),
                            typename T::SmemLayoutD{});
       };
-      // The same buffer as a 32-bit shared address (T::store_offset).
-      auto buffer_addr = [&](int sub) {
-        return cute::cast_smem_ptr_to_uint(epi) + uint32_t((sub % T::kEpiBuffers) * (64 * T::kStoreN) * sizeof(Element));
+      auto buffer_t = [&](int sub) {  // the same bytes as the (kStoreN,64) transposed sub-tile
+        return make_tensor(make_smem_ptr(reinterpret_cast<Element*>(epi) + (sub % T::kEpiBuffers) * kSubElems),
+                           typename T::SmemLayoutDT{});
       };
-      Tensor mD = p.tma_d.get_tma_tensor(make_shape(g.m, g.n, g.batch));               // (M,N,L)
-      Tensor gD = local_tile(mD, Shape<_64, Int<T::kStoreN>>{}, make_coord(_, _, _));  // (64,64,m,n,l)
-      auto tma_d = p.tma_d.get_slice(0);
-      Tensor tDgD = tma_d.partition_D(gD);  // (TMA,TMA_M,TMA_N,m,n,l)
+      // The same buffer as a 32-bit shared address (T::store_offset, T::store_offset_t).
+      auto buffer_addr = [&](int sub) {
+        return cute::cast_smem_ptr_to_uint(epi) + uint32_t((sub % T::kEpiBuffers) * kSubElems * sizeof(Element));
+      };
+      Tensor mD = p.tma_d.get_tma_tensor(make_shape(g.m, g.n, g.batch));                         // (M,N,L)
+      Tensor tDgD = p.tma_d.get_slice(0).partition_D(
+          local_tile(mD, Shape<_64, Int<T::kStoreN>>{}, make_coord(_, _, _)));                     // (TMA,1,1,m,n,l)
+      Tensor mDT = p.tma_dt.get_tma_tensor(make_shape(g.n, g.m, g.batch));                       // (N,M,L)
+      Tensor tDgDT = p.tma_dt.get_slice(0).partition_D(
+          local_tile(mDT, Shape<Int<T::kStoreN>, _64>{}, make_coord(_, _, _)));                    // (TMA,1,1,n,m,l)
       // beta * C: C's sub-tile lands by TMA in the buffer D's sub-tile then leaves from.
       const bool with_c = e.beta != 0.0f;  // only on the TMA path (epilogue_mode)
-      Tensor mC = p.tma_c.get_tma_tensor(make_shape(g.m, g.n, e.batch_stride_c ? g.batch : 1));  // (M,N,L)
-      Tensor gC = local_tile(mC, Shape<_64, Int<T::kStoreN>>{}, make_coord(_, _, _));  // (64,64,m,n,l)
-      auto tma_c = p.tma_c.get_slice(0);
       const int row_in_wg = 16 * wg_warp + lane / 4;
       const int m_base = c.m * BM + wg_row0;
       // Bias (D's type here) and activation: the bias values are loaded together up front (one
@@ -621,16 +672,17 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       // that the common one (no bias, no activation) stays a multiply and a convert per element.
       auto fill = [&](int sub, auto with_extras) {
         constexpr bool kExtras = decltype(with_extras)::value;
-        // This thread's first pair (row_in_wg, 2 * (lane % 4)) in the sub-tile. Its other pairs lie at
-        // jj * 8 columns (the swizzled 16-byte chunk: XOR jj << 4 on a 1024-byte-aligned buffer) and
-        // 8 rows further (+ 8 rows of 128 bytes, the same swizzle): one LOP3 per two stores, and no
+        // Row-major sub-tile: this thread's first pair (row_in_wg, 2 * (lane % 4)). Its other pairs
+        // lie at jj * 8 columns (the swizzled 16-byte chunk: XOR jj << 4 on a 1024-byte-aligned
+        // buffer) and 8 rows further (+ 8 rows, the same swizzle): one LOP3 per two stores, and no
         // per-pair addresses for the compiler to hoist (they spilled the 128x128 kernel at 168 regs).
         const uint32_t sD = buffer_addr(sub) + T::store_offset(row_in_wg, 2 * (lane % 4));
         auto pair_addr = [&](int jj, int h) { return (sD ^ (jj << 4)) + h * T::kStoreRowBytes * 8; };
-        auto store_packed = [&](int jj, int h, uint32_t packed) {
-          asm volatile("st.shared.b32 [%0], %1;" ::"r"(pair_addr(jj, h)), "r"(packed) : "memory");
-        };
-        float bias_col[T::kStoreN / 8][2] = {};  // a per-column bias: this thread's 16 columns
+        // Transposed sub-tile: stmatrix / ldmatrix .x4.trans move this warp's 8 x 8 blocks (chunk jj + q,
+        // rows + 8h) as matrix 2q + h; lane l addresses row l % 8 of matrix l / 8, i.e. D's column
+        // 8 (jj + q) + l % 8, rows 16 wg_warp + 8h ... + 7 (16 bytes). Chunk pair jj is jj * 1024 on.
+        const uint32_t sT = buffer_addr(sub) + T::store_offset_t(16 * wg_warp + 8 * ((lane / 8) % 2), 8 * (lane / 16) + lane % 8);
+        float bias_col[T::kStoreN / 8][2] = {};  // a per-column bias: this thread's 2 * kStoreN / 8 columns
         if constexpr (kExtras) {
           if (bias_per_col) {
             CUTE_UNROLL
@@ -646,6 +698,17 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
         // Two 8-column chunks at a time: this thread's 8 values of them (2 chunks x 2 rows x 2 columns).
         CUTE_UNROLL
         for (int jj = 0; jj < T::kStoreN / 8; jj += 2) {
+          // C's pairs where D's go (the sub-tile's TMA load has landed): transposed, all four by one
+          // ldmatrix up front; row-major, one load per pair where it is added (four live registers
+          // spilled the three-warpgroup tiles).
+          uint32_t cpk[2][2] = {};  // [chunk][h]
+          if constexpr (kExtras) {
+            if (with_c && col)
+              asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                           : "=r"(cpk[0][0]), "=r"(cpk[0][1]), "=r"(cpk[1][0]), "=r"(cpk[1][1])
+                           : "r"(sT + jj * 1024)
+                           : "memory");
+          }
           float v[2][2][2];  // [chunk][h][cc]: columns 8 * (jj + chunk) + cc, rows +0 / +8
           CUTE_UNROLL
           for (int q = 0; q < 2; ++q) {
@@ -658,9 +721,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
                 if constexpr (kExtras) v[q][h][cc] += bias_row[h] + bias_col[jj + q][cc];
               }
               if constexpr (kExtras) {
-                if (with_c) {  // C's pair where D's pair goes (the sub-tile's TMA load has landed)
-                  uint32_t cp;
-                  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(cp) : "r"(pair_addr(jj + q, h)) : "memory");
+                if (with_c) {
+                  uint32_t cp = cpk[q][h];
+                  if (!col) asm volatile("ld.shared.b32 %0, [%1];" : "=r"(cp) : "r"(pair_addr(jj + q, h)) : "memory");
                   const float2 cf = unpack_pair<Element>(cp);
                   v[q][h][0] += e.beta * cf.x, v[q][h][1] += e.beta * cf.y;
                 }
@@ -688,10 +751,17 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
               CUTE_UNROLL
               for (int h = 0; h < 2; ++h) packed[q][h] = pack_pair<Element>(v[q][h][0], v[q][h][1]);
           }
-          CUTE_UNROLL
-          for (int q = 0; q < 2; ++q)
+          if (col) {
+            asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};"
+                         ::"r"(sT + jj * 1024), "r"(packed[0][0]), "r"(packed[0][1]), "r"(packed[1][0]), "r"(packed[1][1])
+                         : "memory");
+          } else {
             CUTE_UNROLL
-            for (int h = 0; h < 2; ++h) store_packed(jj + q, h, packed[q][h]);
+            for (int q = 0; q < 2; ++q)
+              CUTE_UNROLL
+              for (int h = 0; h < 2; ++h)
+                asm volatile("st.shared.b32 [%0], %1;" ::"r"(pair_addr(jj + q, h)), "r"(packed[q][h]) : "memory");
+          }
         }
       };
       CUTE_UNROLL
@@ -701,13 +771,23 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
           else tma_store_wait<T::kEpiBuffers - 1>();
         }
         cutlass::arch::NamedBarrier::arrive_and_wait(128, epi_barrier);  // the buffer is free
+        const int mb = m_base / 64, nb = (c.n * BN) / T::kStoreN + sub;  // the sub-tile's coordinates
         if (with_c) {
           uint64_t* const landed = &smem.c_full[warp_group - 1];
           if (wtid == 0) {  // a box past D's edge loads zeros and still counts its bytes
-            FullBarrier::arrive_and_expect_tx(landed, uint32_t(64 * T::kStoreN * sizeof(Element)));
-            copy(p.tma_c.with(*landed), tma_c.partition_S(gC)(_, _, _, m_base / 64, (c.n * BN) / T::kStoreN + sub,
-                                                               e.batch_stride_c ? c.l : 0),
-                 tma_c.partition_D(buffer(sub)));
+            FullBarrier::arrive_and_expect_tx(landed, uint32_t(kSubElems * sizeof(Element)));
+            const int lc = e.batch_stride_c ? g.batch : 1, lcl = e.batch_stride_c ? c.l : 0;
+            if (col) {
+              Tensor gCT = local_tile(p.tma_ct.get_tma_tensor(make_shape(g.n, g.m, lc)), Shape<Int<T::kStoreN>, _64>{},
+                                      make_coord(_, _, _));  // (kStoreN,64,n,m,l)
+              copy(p.tma_ct.with(*landed), p.tma_ct.get_slice(0).partition_S(gCT)(_, _, _, nb, mb, lcl),
+                   p.tma_ct.get_slice(0).partition_D(buffer_t(sub)));
+            } else {
+              Tensor gC = local_tile(p.tma_c.get_tma_tensor(make_shape(g.m, g.n, lc)), Shape<_64, Int<T::kStoreN>>{},
+                                     make_coord(_, _, _));  // (64,kStoreN,m,n,l)
+              copy(p.tma_c.with(*landed), p.tma_c.get_slice(0).partition_S(gC)(_, _, _, mb, nb, lcl),
+                   p.tma_c.get_slice(0).partition_D(buffer(sub)));
+            }
           }
           FullBarrier::wait(landed, c_phase);
           c_phase ^= 1;
@@ -718,11 +798,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
           tma_store_fence();
           cutlass::arch::NamedBarrier::arrive_and_wait(128, epi_barrier);
           if (wtid == 0 && m_base < g.m && c.n * BN + sub * T::kStoreN < g.n) {  // boxes wholly outside D: none
-            copy(p.tma_d, tma_d.partition_S(buffer(sub)), tDgD(_, _, _, m_base / 64, (c.n * BN) / T::kStoreN + sub, c.l));
+            if (col)
+              copy(p.tma_dt, p.tma_dt.get_slice(0).partition_S(buffer_t(sub)), tDgDT(_, _, _, nb, mb, c.l));
+            else
+              copy(p.tma_d, p.tma_d.get_slice(0).partition_S(buffer(sub)), tDgD(_, _, _, mb, nb, c.l));
             tma_store_arrive();
           }
         } else {
-          // 64 rows x 8 chunks of 16 bytes; 8 consecutive threads write one row's 128 bytes.
+          // 64 rows x kStoreN / 8 chunks of 16 bytes; consecutive threads write one row's chunks.
           cutlass::arch::NamedBarrier::arrive_and_wait(128, epi_barrier);
           Element* const d = static_cast<Element*>(e.d) + c.l * e.batch_stride_d;
           CUTE_UNROLL

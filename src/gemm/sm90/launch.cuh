@@ -153,14 +153,19 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
     // Persistent: at most one CTA per SM; stream-K shares go to every cluster the GPU holds at once.
     const long long workers = sched.sk_units > 0 ? clusters : std::min<long long>(sched.units, clusters);
 
-    KernelParams<T> kp{q,       T::make_tma_a(q), T::make_tma_b(q), {}, {},
-                       kEpiStaged, sched,  nullptr, nullptr, nullptr, nullptr,
-                       int(tiles_m),  int(tiles_n), int(tiles_mc), int(tiles_nc)};
+    const int epi_mode = T::epilogue_mode(q, dec.splits, forced_epilogue());
+    if (epi_mode < 0) return cudaErrorInvalidValue;  // a column-major D that the TMA store cannot write
+    KernelParams<T> kp{q,  T::make_tma_a(q), T::make_tma_b(q), {}, {}, {}, {}, epi_mode, sched, nullptr, nullptr, nullptr,
+                       nullptr, int(tiles_m), int(tiles_n), int(tiles_mc), int(tiles_nc)};
     promote_l2_256(kp.tma_a, q.a, q.lda, q.batch_stride_a, sizeof(typename T::Element));
     promote_l2_256(kp.tma_b, q.b, q.ldb, q.batch_stride_b, sizeof(typename T::Element));
-    kp.epi_mode = T::epilogue_mode(q, dec.splits, forced_epilogue());
-    if (kp.epi_mode == kEpiTma) kp.tma_d = T::make_tma_d(q);
-    if (kp.epi_mode == kEpiTma && q.epi.beta != 0.0f) kp.tma_c = T::make_tma_c(q);
+    if (kp.epi_mode == kEpiTma) {
+      const bool col = q.epi.d_col_major, with_c = q.epi.beta != 0.0f;
+      if (col) kp.tma_dt = T::make_tma_dt(q);
+      else kp.tma_d = T::make_tma_d(q);
+      if (with_c && col) kp.tma_ct = T::make_tma_ct(q);
+      if (with_c && !col) kp.tma_c = T::make_tma_c(q);
+    }
     if (dec.splits > 1) {
       // Layout of gemm_impl::splitk_bytes: partial tiles, then one counter per tile (zeroed here;
       // the kernel leaves them zero again).
