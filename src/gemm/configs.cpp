@@ -237,6 +237,11 @@ Selection select_sm90(const HeuristicInput& in) {
     for (const Config& c : configs()) {
       if (c.kernel != Kernel::Sm90 || c.smem_bytes > in.smem_optin || in.cc < c.min_cc || in.cc > c.max_cc) continue;
       if (flip && !c.flip) continue;
+      // The 64x96 decode tile only where its pairs span M (the activations, at most 128 rows): H100,
+      // same run, 256x2048x4096 ran 23.1 / 16.5 us on it (column- / row-major D) against 14.2 / 14.1
+      // on 64x64 pairs (cuBLASLt 12.6-12.8), which the cost model rated the other way round; its
+      // measured wins are all M = 128 (bench/results/h100_gemm_full_20261125T164748Z_cac32d7.*).
+      if (c.bn % 64 != 0 && m > c.bm * c.cluster_m) continue;
       const Decomposition d = flip ? Decomposition{} : select_decomposition_uncached(c, m, n, in.k, in.batch, in.sm_count);
       const double cost = sm90_cost(c, m, n, in.k, in.batch, in.sm_count, d.splits, d.stream_k);
       const Waves waves = waves_of(c, d, m, n, in.batch, in.sm_count);
