@@ -67,30 +67,25 @@ Status splits_override(int* splits) {
   return Status::success();
 }
 
-// TESSERA_GEMM_STREAMK=0|1 (for measurements) turns stream-K off, or on wherever it can run
-// (split-K ranges from TESSERA_GEMM_SPLITS take precedence); unset = the heuristic's choice (-1).
-Status streamk_override(int* mode) {
+// A 0|1 override in the environment: -1 when unset, else 0 or 1; any other value is an argument error.
+Status binary_override(const char* var, int* mode) {
   *mode = -1;
-  const char* env = std::getenv("TESSERA_GEMM_STREAMK");
+  const char* env = std::getenv(var);
   if (!env || !*env) return Status::success();
   if (std::strcmp(env, "0") != 0 && std::strcmp(env, "1") != 0)
-    return invalid(std::string("TESSERA_GEMM_STREAMK: must be 0 or 1 (got '") + env + "')");
+    return invalid(std::string(var) + ": must be 0 or 1 (got '" + env + "')");
   *mode = env[0] - '0';
   return Status::success();
 }
 
+// TESSERA_GEMM_STREAMK=0|1 (for measurements) turns stream-K off, or on wherever it can run
+// (split-K ranges from TESSERA_GEMM_SPLITS take precedence); unset = the heuristic's choice (-1).
+Status streamk_override(int* mode) { return binary_override("TESSERA_GEMM_STREAMK", mode); }
+
 // TESSERA_GEMM_FLIP=0|1 (for measurements and tests): 0 never computes the orientation opposite to
 // D's storage, 1 does wherever the transposed-store epilogue can run it (gemm/plan.hpp, flip_ok),
 // with the heuristic's or the requested configuration; unset (-1) = the heuristic's choice.
-Status flip_override(int* mode) {
-  *mode = -1;
-  const char* env = std::getenv("TESSERA_GEMM_FLIP");
-  if (!env || !*env) return Status::success();
-  if (std::strcmp(env, "0") != 0 && std::strcmp(env, "1") != 0)
-    return invalid(std::string("TESSERA_GEMM_FLIP: must be 0 or 1 (got '") + env + "')");
-  *mode = env[0] - '0';
-  return Status::success();
-}
+Status flip_override(int* mode) { return binary_override("TESSERA_GEMM_FLIP", mode); }
 
 // The overrides that sm90/launch.cuh applies, checked here so that a typo is an error rather than
 // silently the default: TESSERA_SM90_EPILOGUE=tma|smem16|staged (for measurements; where that mode
@@ -101,8 +96,8 @@ Status launch_overrides_check() {
     for (const char* ok : {"tma", "smem16", "staged"}) known = known || !std::strcmp(env, ok);
     if (!known) return invalid(std::string("TESSERA_SM90_EPILOGUE: must be tma, smem16 or staged (got '") + env + "')");
   }
-  if (const char* env = std::getenv("TESSERA_GEMM_PDL"); env && *env && std::strcmp(env, "0") && std::strcmp(env, "1"))
-    return invalid(std::string("TESSERA_GEMM_PDL: must be 0 or 1 (got '") + env + "')");
+  int pdl = -1;
+  if (Status s = binary_override("TESSERA_GEMM_PDL", &pdl); !s.ok()) return s;
   return Status::success();
 }
 
