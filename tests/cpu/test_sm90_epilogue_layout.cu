@@ -4,7 +4,7 @@
 // SmemLayoutD, so the two must agree on every element: checked here on the host against CuTe's
 // own swizzled addressing. Host code only (nvcc because kernel.cuh is CUDA); no GPU needed.
 // Three sub-tile shapes: 64 x 64 with 128-byte rows (BN a multiple of 64), 64 x 32 with 64-byte
-// rows (BN = 96), and the transposed kStoreN x 64 sub-tile of a column-major D, which stmatrix.trans
+// rows (BN = 96), and the transposed kStoreNT x 64 sub-tile of a column-major D, which stmatrix.trans
 // fills (its lane addressing is modelled below).
 #include <gtest/gtest.h>
 
@@ -41,17 +41,17 @@ void check_store_offsets() {
       unswizzled_matches += T::store_offset(r, c) == (r * T::kStoreN + c) * int(sizeof(Element));
   EXPECT_LT(unswizzled_matches, 64 * T::kStoreN / 3);  // only some rows keep their chunks in place
 
-  // The transposed sub-tile: D's (m, n) at row n, column m of SmemLayoutDT.
-  Tensor sDT = make_tensor(make_smem_ptr(base), typename T::SmemLayoutDT{});  // (kStoreN,64)
+  // The transposed sub-tile (kStoreNT of a warpgroup's columns): D's (m, n) at row n, column m.
+  Tensor sDT = make_tensor(make_smem_ptr(base), typename T::SmemLayoutDT{});  // (kStoreNT,64)
   std::set<int> seen_t;
   for (int m = 0; m < 64; ++m)
-    for (int n = 0; n < T::kStoreN; ++n) {
+    for (int n = 0; n < T::kStoreNT; ++n) {
       const int cute_offset = int(reinterpret_cast<const char*>(&sDT(n, m)) - reinterpret_cast<const char*>(base));
       ASSERT_EQ(T::store_offset_t(m, n), cute_offset) << "m " << m << " n " << n;
       seen_t.insert(cute_offset);
     }
-  EXPECT_EQ(seen_t.size(), size_t(64 * T::kStoreN));
-  EXPECT_EQ(*seen_t.rbegin(), 64 * T::kStoreN * int(sizeof(Element)) - int(sizeof(Element)));
+  EXPECT_EQ(seen_t.size(), size_t(64 * T::kStoreNT));
+  EXPECT_EQ(*seen_t.rbegin(), 64 * T::kStoreNT * int(sizeof(Element)) - int(sizeof(Element)));
 }
 
 // The kernel's stmatrix / ldmatrix .x4.trans addressing for a column-major D (kernel.cuh, `fill`):
@@ -64,7 +64,7 @@ template <class T>
 void check_transposed_fill() {
   std::set<int> written;
   for (int w = 0; w < 4; ++w)
-    for (int jj = 0; jj < T::kStoreN / 8; jj += 2) {
+    for (int jj = 0; jj < T::kStoreNT / 8; jj += 2) {
       int lane_addr[32];
       for (int l = 0; l < 32; ++l)  // the kernel's sT for lane l, plus the pair's step
         lane_addr[l] = T::store_offset_t(16 * w + 8 * ((l / 8) % 2), 8 * (l / 16) + l % 8) + jj * 1024;
@@ -80,7 +80,7 @@ void check_transposed_fill() {
           }
       }
     }
-  EXPECT_EQ(written.size(), size_t(64 * T::kStoreN));
+  EXPECT_EQ(written.size(), size_t(64 * T::kStoreNT));
   // A lane's 16 bytes never straddle a row: the addresses are 16-byte aligned.
   for (int l = 0; l < 32; ++l) EXPECT_EQ(T::store_offset_t(8 * ((l / 8) % 2), 8 * (l / 16) + l % 8) % 16, 0);
 }
@@ -102,12 +102,16 @@ void check_fill_addressing() {
 template <int DT>
 using Wide = sm90::Traits<128, 256, 64, 4, 2, 1, false, DT, true, true>;   // 64 x 64 sub-tiles
 template <int DT>
-using Narrow = sm90::Traits<64, 96, 64, 10, 2, 1, false, DT, true, true>;  // 64 x 32 sub-tiles
+using Narrow = sm90::Traits<64, 96, 64, 10, 2, 1, false, DT, true, true>;  // 64 x 32 sub-tiles, 96 x 64 transposed
+template <int DT>
+using Medium = sm90::Traits<128, 128, 64, 6, 1, 1, false, DT, true, true>;  // 64 x 64 transposed
 
 TEST(Sm90EpilogueLayout, SubTileWidths) {
   EXPECT_EQ(Wide<tessera::gemm_impl::kBF16>::kStoreN, 64);
   EXPECT_EQ(Narrow<tessera::gemm_impl::kBF16>::kStoreN, 32);
   EXPECT_EQ(Narrow<tessera::gemm_impl::kBF16>::kStoreRowBytes, 64);
+  EXPECT_EQ(Narrow<tessera::gemm_impl::kBF16>::kStoreNT, 96);  // one transposed sub-tile per warpgroup
+  EXPECT_EQ(Medium<tessera::gemm_impl::kBF16>::kStoreNT, 64);
 }
 
 TEST(Sm90EpilogueLayout, FillAddressingBf16) {
@@ -129,9 +133,10 @@ TEST(Sm90EpilogueLayout, StoreOffsetsMatchCuteF16) {
 }
 
 TEST(Sm90EpilogueLayout, TransposedFillLandsWhereTheTmaStoreReads) {
-  check_transposed_fill<Wide<tessera::gemm_impl::kBF16>>();
   check_transposed_fill<Narrow<tessera::gemm_impl::kBF16>>();
-  check_transposed_fill<Wide<tessera::gemm_impl::kF16>>();
+  check_transposed_fill<Medium<tessera::gemm_impl::kBF16>>();
+  check_transposed_fill<Medium<tessera::gemm_impl::kF16>>();
+  check_transposed_fill<sm90::Traits<64, 64, 64, 13, 2, 1, false, tessera::gemm_impl::kBF16, true, true>>();
 }
 
 }  // namespace

@@ -128,13 +128,18 @@ struct Traits {
   // A row-major D's sub-tile is 64 rows of kStoreN elements (one 128-byte row where BN is a multiple
   // of 64, else 64 bytes), swizzled across the row's 16-byte chunks (the fragment's 4-byte pairs of
   // 8 rows land in 8 different bank groups). A column-major D's (EpilogueParams::d_col_major) is its
-  // transpose, kStoreN rows (D's columns) of 64 elements, 128-byte swizzled, which stmatrix.trans
+  // transpose, kStoreNT rows (D's columns) of 64 elements, 128-byte swizzled, which stmatrix.trans
   // writes from the same fragments. D is (M, N, batches) with N contiguous, or (N, M, batches) with
   // M contiguous.
   static constexpr int kStoreN = BN % 64 == 0 ? 64 : 32;
   using StoreAtom = std::conditional_t<kStoreN == 64, GMMA::Layout_K_SW128_Atom<Element>, GMMA::Layout_K_SW64_Atom<Element>>;
   using SmemLayoutD = decltype(tile_to_shape(StoreAtom{}, Shape<_64, Int<kStoreN>>{}));
-  using SmemLayoutDT = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kStoreN>, _64>{}));
+  // A column-major D leaves in kStoreNT x 64 transposed sub-tiles: 64 rows of D's columns where BN
+  // is a multiple of 64, else all BN at once (the 64x96 tile: one 12 KB store instead of three 64x32
+  // ones in series, which cost its epilogue ~0.5 us; whole 128-column sub-tiles spilled 128x128 with
+  // a per-column bias, 32 more live registers).
+  static constexpr int kStoreNT = BN % 64 == 0 ? 64 : BN;
+  using SmemLayoutDT = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kStoreNT>, _64>{}));
   // (rows, cols, batches) with unit column stride; a broadcast (batch stride 0) is one batch.
   template <class Elem, class SmemLayout, class Op>
   static auto make_tma_rows(Op op, Elem* ptr, int rows, int cols, int batches, int64_t ld, int64_t batch_stride) {
@@ -233,7 +238,8 @@ struct Traits {
   static_assert(!Pingpong || BM == 64, "ping-pong: each consumer warpgroup owns a whole 64-row tile");
   static_assert(kCluster <= 2 && ClusterM >= 1 && ClusterN >= 1, "clusters of 1 or 2 CTAs, along M or N");
   static_assert(BN % kEpiN == 0 && BK % 64 == 0, "tile vs swizzle atom / epilogue sub-tile");
-  static_assert(BN % kStoreN == 0 && kStoreN % 16 == 0 && cosize_v<SmemLayoutDT> == cosize_v<SmemLayoutD> &&
+  static_assert(BN % kStoreN == 0 && kStoreN % 16 == 0 &&
+                    (!kFlip || cosize_v<SmemLayoutDT> * sizeof(Element) <= kEpiBytes) &&
                     kEpiBuffers * cosize_v<SmemLayoutD> * sizeof(Element) <= kEpiBytes &&
                     64 * kEpiLd * sizeof(float) <= kEpiBytes && kEpiBytes % 1024 == 0,
                 "the TMA-store sub-tile reuses a warpgroup's staging buffer");
@@ -627,8 +633,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       // read that buffer is done (the previous tile's last stores drain under this tile's mainloop;
       // with two buffers the previous sub-tile's store runs while this one is written), write the
       // fragment as 16-bit pairs, make the writes visible to the async proxy, and let one thread
-      // issue the store. A column-major D (d_col_major) goes the same way through transposed
-      // sub-tiles (T::SmemLayoutDT) and D^T's TMA descriptor.
+      // issue the store. A column-major D (d_col_major) goes the same way through one transposed
+      // sub-tile per warpgroup (T::SmemLayoutDT) and D^T's TMA descriptor.
       const EpilogueParams& e = g.epi;
       const bool col = T::kFlip && e.d_col_major;  // only on the TMA path (epilogue_mode)
       constexpr int kSubElems = 64 * T::kStoreN;
@@ -636,10 +642,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
         return make_tensor(make_smem_ptr(reinterpret_cast<Element*>(epi) + (sub % T::kEpiBuffers) * kSubElems),
                            typename T::SmemLayoutD{});
       };
-      auto buffer_t = [&](int sub) {  // the same bytes as the (kStoreN,64) transposed sub-tile
-        return make_tensor(make_smem_ptr(reinterpret_cast<Element*>(epi) + (sub % T::kEpiBuffers) * kSubElems),
-                           typename T::SmemLayoutDT{});
-      };
+      // The transposed (kStoreNT,64) sub-tile, from the buffers' start.
+      Tensor sDT = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(epi)), typename T::SmemLayoutDT{});
       // The same buffer as a 32-bit shared address (T::store_offset, T::store_offset_t).
       auto buffer_addr = [&](int sub) {
         return cute::cast_smem_ptr_to_uint(epi) + uint32_t((sub % T::kEpiBuffers) * kSubElems * sizeof(Element));
@@ -649,7 +653,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
           local_tile(mD, Shape<_64, Int<T::kStoreN>>{}, make_coord(_, _, _)));                     // (TMA,1,1,m,n,l)
       Tensor mDT = p.tma_dt.get_tma_tensor(make_shape(g.n, g.m, g.batch));                       // (N,M,L)
       Tensor tDgDT = p.tma_dt.get_slice(0).partition_D(
-          local_tile(mDT, Shape<Int<T::kStoreN>, _64>{}, make_coord(_, _, _)));                    // (TMA,1,1,n,m,l)
+          local_tile(mDT, Shape<Int<T::kStoreNT>, _64>{}, make_coord(_, _, _)));                   // (TMA,1,1,n,m,l)
       // beta * C: C's sub-tile lands by TMA in the buffer D's sub-tile then leaves from.
       const bool with_c = e.beta != 0.0f;  // only on the TMA path (epilogue_mode)
       const int row_in_wg = 16 * wg_warp + lane / 4;
@@ -670,8 +674,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       }
       // Each thread's fragment -> 16-bit pairs in the swizzled sub-tile. Two copies of the loop, so
       // that the common one (no bias, no activation) stays a multiply and a convert per element.
-      auto fill = [&](int sub, auto with_extras) {
-        constexpr bool kExtras = decltype(with_extras)::value;
+      // kCol: the transposed sub-tile (kSub = kStoreNT columns), else a row-major one (kStoreN).
+      auto fill = [&](int sub, auto with_extras, auto col_c) {
+        constexpr bool kExtras = decltype(with_extras)::value, kCol = decltype(col_c)::value;
+        constexpr int kSub = kCol ? T::kStoreNT : T::kStoreN;
         // Row-major sub-tile: this thread's first pair (row_in_wg, 2 * (lane % 4)). Its other pairs
         // lie at jj * 8 columns (the swizzled 16-byte chunk: XOR jj << 4 on a 1024-byte-aligned
         // buffer) and 8 rows further (+ 8 rows, the same swizzle): one LOP3 per two stores, and no
@@ -681,15 +687,16 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
         // Transposed sub-tile: stmatrix / ldmatrix .x4.trans move this warp's 8 x 8 blocks (chunk jj + q,
         // rows + 8h) as matrix 2q + h; lane l addresses row l % 8 of matrix l / 8, i.e. D's column
         // 8 (jj + q) + l % 8, rows 16 wg_warp + 8h ... + 7 (16 bytes). Chunk pair jj is jj * 1024 on.
-        const uint32_t sT = buffer_addr(sub) + T::store_offset_t(16 * wg_warp + 8 * ((lane / 8) % 2), 8 * (lane / 16) + lane % 8);
-        float bias_col[T::kStoreN / 8][2] = {};  // a per-column bias: this thread's 2 * kStoreN / 8 columns
+        const uint32_t sT =
+            buffer_addr(sub) + T::store_offset_t(16 * wg_warp + 8 * ((lane / 8) % 2), 8 * (lane / 16) + lane % 8);
+        float bias_col[kSub / 8][2] = {};  // a per-column bias: this thread's 2 * kSub / 8 columns
         if constexpr (kExtras) {
           if (bias_per_col) {
             CUTE_UNROLL
-            for (int jj = 0; jj < T::kStoreN / 8; ++jj) {
+            for (int jj = 0; jj < kSub / 8; ++jj) {
               CUTE_UNROLL
               for (int cc = 0; cc < 2; ++cc) {
-                const int n = c.n * BN + sub * T::kStoreN + 8 * jj + 2 * (lane % 4) + cc;
+                const int n = c.n * BN + sub * kSub + 8 * jj + 2 * (lane % 4) + cc;
                 if (n < g.n) bias_col[jj][cc] = float(bias[int64_t(n) * e.bias_stride_n]);
               }
             }
@@ -697,13 +704,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
         }
         // Two 8-column chunks at a time: this thread's 8 values of them (2 chunks x 2 rows x 2 columns).
         CUTE_UNROLL
-        for (int jj = 0; jj < T::kStoreN / 8; jj += 2) {
+        for (int jj = 0; jj < kSub / 8; jj += 2) {
           // C's pairs where D's go (the sub-tile's TMA load has landed): transposed, all four by one
           // ldmatrix up front; row-major, one load per pair where it is added (four live registers
           // spilled the three-warpgroup tiles).
           uint32_t cpk[2][2] = {};  // [chunk][h]
           if constexpr (kExtras) {
-            if (with_c && col)
+            if (with_c && kCol)
               asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
                            : "=r"(cpk[0][0]), "=r"(cpk[0][1]), "=r"(cpk[1][0]), "=r"(cpk[1][1])
                            : "r"(sT + jj * 1024)
@@ -712,7 +719,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
           float v[2][2][2];  // [chunk][h][cc]: columns 8 * (jj + chunk) + cc, rows +0 / +8
           CUTE_UNROLL
           for (int q = 0; q < 2; ++q) {
-            const int j = sub * (T::kStoreN / 8) + jj + q;
+            const int j = sub * (kSub / 8) + jj + q;
             CUTE_UNROLL
             for (int h = 0; h < 2; ++h) {
               CUTE_UNROLL
@@ -723,7 +730,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
               if constexpr (kExtras) {
                 if (with_c) {
                   uint32_t cp = cpk[q][h];
-                  if (!col) asm volatile("ld.shared.b32 %0, [%1];" : "=r"(cp) : "r"(pair_addr(jj + q, h)) : "memory");
+                  if (!kCol) asm volatile("ld.shared.b32 %0, [%1];" : "=r"(cp) : "r"(pair_addr(jj + q, h)) : "memory");
                   const float2 cf = unpack_pair<Element>(cp);
                   v[q][h][0] += e.beta * cf.x, v[q][h][1] += e.beta * cf.y;
                 }
@@ -751,7 +758,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
               CUTE_UNROLL
               for (int h = 0; h < 2; ++h) packed[q][h] = pack_pair<Element>(v[q][h][0], v[q][h][1]);
           }
-          if (col) {
+          if constexpr (kCol) {
             asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};"
                          ::"r"(sT + jj * 1024), "r"(packed[0][0]), "r"(packed[0][1]), "r"(packed[1][0]), "r"(packed[1][1])
                          : "memory");
@@ -764,71 +771,81 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
           }
         }
       };
-      CUTE_UNROLL
-      for (int sub = 0; sub < BN / T::kStoreN; ++sub) {
-        if (p.epi_mode == kEpiTma && wtid == 0) {
-          if (sub == 0) tma_store_wait<0>();  // a tile may end on either buffer: all of them free
-          else tma_store_wait<T::kEpiBuffers - 1>();
-        }
-        cutlass::arch::NamedBarrier::arrive_and_wait(128, epi_barrier);  // the buffer is free
-        const int mb = m_base / 64, nb = (c.n * BN) / T::kStoreN + sub;  // the sub-tile's coordinates
-        if (with_c) {
-          uint64_t* const landed = &smem.c_full[warp_group - 1];
-          if (wtid == 0) {  // a box past D's edge loads zeros and still counts its bytes
-            FullBarrier::arrive_and_expect_tx(landed, uint32_t(kSubElems * sizeof(Element)));
-            const int lc = e.batch_stride_c ? g.batch : 1, lcl = e.batch_stride_c ? c.l : 0;
-            if (col) {
-              Tensor gCT = local_tile(p.tma_ct.get_tma_tensor(make_shape(g.n, g.m, lc)), Shape<Int<T::kStoreN>, _64>{},
-                                      make_coord(_, _, _));  // (kStoreN,64,n,m,l)
-              copy(p.tma_ct.with(*landed), p.tma_ct.get_slice(0).partition_S(gCT)(_, _, _, nb, mb, lcl),
-                   p.tma_ct.get_slice(0).partition_D(buffer_t(sub)));
-            } else {
-              Tensor gC = local_tile(p.tma_c.get_tma_tensor(make_shape(g.m, g.n, lc)), Shape<_64, Int<T::kStoreN>>{},
-                                     make_coord(_, _, _));  // (64,kStoreN,m,n,l)
-              copy(p.tma_c.with(*landed), p.tma_c.get_slice(0).partition_S(gC)(_, _, _, mb, nb, lcl),
-                   p.tma_c.get_slice(0).partition_D(buffer(sub)));
+      auto store_tile = [&](auto col_c) {
+        constexpr bool kCol = decltype(col_c)::value;
+        constexpr int kSub = kCol ? T::kStoreNT : T::kStoreN;
+        CUTE_UNROLL
+        for (int sub = 0; sub < BN / kSub; ++sub) {
+          if (p.epi_mode == kEpiTma && wtid == 0) {
+            if (sub == 0) tma_store_wait<0>();  // a tile may end on either buffer: all of them free
+            else tma_store_wait<T::kEpiBuffers - 1>();
+          }
+          cutlass::arch::NamedBarrier::arrive_and_wait(128, epi_barrier);  // the buffer is free
+          const int mb = m_base / 64, nb = (c.n * BN) / kSub + sub;  // the sub-tile's coordinates
+          if (with_c) {
+            uint64_t* const landed = &smem.c_full[warp_group - 1];
+            if (wtid == 0) {  // a box past D's edge loads zeros and still counts its bytes
+              FullBarrier::arrive_and_expect_tx(landed, uint32_t(64 * kSub * sizeof(Element)));
+              const int lc = e.batch_stride_c ? g.batch : 1, lcl = e.batch_stride_c ? c.l : 0;
+              if constexpr (kCol) {
+                Tensor gCT = local_tile(p.tma_ct.get_tma_tensor(make_shape(g.n, g.m, lc)), Shape<Int<kSub>, _64>{},
+                                        make_coord(_, _, _));  // (kStoreNT,64,n,m,l)
+                copy(p.tma_ct.with(*landed), p.tma_ct.get_slice(0).partition_S(gCT)(_, _, _, nb, mb, lcl),
+                     p.tma_ct.get_slice(0).partition_D(sDT));
+              } else {
+                Tensor gC = local_tile(p.tma_c.get_tma_tensor(make_shape(g.m, g.n, lc)), Shape<_64, Int<T::kStoreN>>{},
+                                       make_coord(_, _, _));  // (64,kStoreN,m,n,l)
+                copy(p.tma_c.with(*landed), p.tma_c.get_slice(0).partition_S(gC)(_, _, _, mb, nb, lcl),
+                     p.tma_c.get_slice(0).partition_D(buffer(sub)));
+              }
+            }
+            FullBarrier::wait(landed, c_phase);
+            c_phase ^= 1;
+          }
+          if (extras) fill(sub, cute::true_type{}, col_c);
+          else fill(sub, cute::false_type{}, col_c);
+          if (p.epi_mode == kEpiTma) {
+            tma_store_fence();
+            cutlass::arch::NamedBarrier::arrive_and_wait(128, epi_barrier);
+            if (wtid == 0 && m_base < g.m && c.n * BN + sub * kSub < g.n) {  // boxes wholly outside D: none
+              if constexpr (kCol)
+                copy(p.tma_dt, p.tma_dt.get_slice(0).partition_S(sDT), tDgDT(_, _, _, nb, mb, c.l));
+              else
+                copy(p.tma_d, p.tma_d.get_slice(0).partition_S(buffer(sub)), tDgD(_, _, _, mb, nb, c.l));
+              tma_store_arrive();
+            }
+          } else if constexpr (!kCol) {
+            // 64 rows x kStoreN / 8 chunks of 16 bytes; consecutive threads write one row's chunks.
+            cutlass::arch::NamedBarrier::arrive_and_wait(128, epi_barrier);
+            Element* const d = static_cast<Element*>(e.d) + c.l * e.batch_stride_d;
+            CUTE_UNROLL
+            for (int it = 0; it < 64 * (T::kStoreN / 8) / 128; ++it) {
+              const int idx = it * 128 + wtid, r = idx / (T::kStoreN / 8), q = idx % (T::kStoreN / 8);
+              const int m = m_base + r, n = c.n * BN + sub * T::kStoreN + 8 * q;
+              if (m >= g.m || n >= g.n) continue;
+              uint4 chunk;
+              asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+                           : "=r"(chunk.x), "=r"(chunk.y), "=r"(chunk.z), "=r"(chunk.w)
+                           : "r"(buffer_addr(sub) + T::store_offset(r, 8 * q))
+                           : "memory");
+              Element* const dst = d + int64_t(m) * e.ldd + n;
+              if (n + 8 <= g.n && e.d_vec) {
+                *reinterpret_cast<uint4*>(dst) = chunk;
+              } else {
+                const Element* const v = reinterpret_cast<const Element*>(&chunk);
+                CUTE_UNROLL
+                for (int i = 0; i < 8; ++i)
+                  if (n + i < g.n) dst[i] = v[i];
+              }
             }
           }
-          FullBarrier::wait(landed, c_phase);
-          c_phase ^= 1;
         }
-        if (extras) fill(sub, cute::true_type{});
-        else fill(sub, cute::false_type{});
-        if (p.epi_mode == kEpiTma) {
-          tma_store_fence();
-          cutlass::arch::NamedBarrier::arrive_and_wait(128, epi_barrier);
-          if (wtid == 0 && m_base < g.m && c.n * BN + sub * T::kStoreN < g.n) {  // boxes wholly outside D: none
-            if (col)
-              copy(p.tma_dt, p.tma_dt.get_slice(0).partition_S(buffer_t(sub)), tDgDT(_, _, _, nb, mb, c.l));
-            else
-              copy(p.tma_d, p.tma_d.get_slice(0).partition_S(buffer(sub)), tDgD(_, _, _, mb, nb, c.l));
-            tma_store_arrive();
-          }
-        } else {
-          // 64 rows x kStoreN / 8 chunks of 16 bytes; consecutive threads write one row's chunks.
-          cutlass::arch::NamedBarrier::arrive_and_wait(128, epi_barrier);
-          Element* const d = static_cast<Element*>(e.d) + c.l * e.batch_stride_d;
-          CUTE_UNROLL
-          for (int it = 0; it < 64 * (T::kStoreN / 8) / 128; ++it) {
-            const int idx = it * 128 + wtid, r = idx / (T::kStoreN / 8), q = idx % (T::kStoreN / 8);
-            const int m = m_base + r, n = c.n * BN + sub * T::kStoreN + 8 * q;
-            if (m >= g.m || n >= g.n) continue;
-            uint4 chunk;
-            asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
-                         : "=r"(chunk.x), "=r"(chunk.y), "=r"(chunk.z), "=r"(chunk.w)
-                         : "r"(buffer_addr(sub) + T::store_offset(r, 8 * q))
-                         : "memory");
-            Element* const dst = d + int64_t(m) * e.ldd + n;
-            if (n + 8 <= g.n && e.d_vec) {
-              *reinterpret_cast<uint4*>(dst) = chunk;
-            } else {
-              const Element* const v = reinterpret_cast<const Element*>(&chunk);
-              CUTE_UNROLL
-              for (int i = 0; i < 8; ++i)
-                if (n + i < g.n) dst[i] = v[i];
-            }
-          }
-        }
+      };
+      if constexpr (T::kFlip) {
+        if (col) store_tile(cute::true_type{});
+        else store_tile(cute::false_type{});
+      } else {
+        store_tile(cute::false_type{});
       }
       continue;
     }
