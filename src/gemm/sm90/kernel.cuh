@@ -139,6 +139,7 @@ struct Traits {
   // ones in series, which cost its epilogue ~0.5 us; whole 128-column sub-tiles spilled 128x128 with
   // a per-column bias, 32 more live registers).
   static constexpr int kStoreNT = BN % 64 == 0 ? 64 : BN;
+  static_assert(kStoreNT == kStoreN || kStoreNT == BN, "several transposed sub-tiles share the row-major ones' buffers");
   using SmemLayoutDT = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kStoreNT>, _64>{}));
   // (rows, cols, batches) with unit column stride; a broadcast (batch stride 0) is one batch.
   template <class Elem, class SmemLayout, class Op>
@@ -642,8 +643,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
         return make_tensor(make_smem_ptr(reinterpret_cast<Element*>(epi) + (sub % T::kEpiBuffers) * kSubElems),
                            typename T::SmemLayoutD{});
       };
-      // The transposed (kStoreNT,64) sub-tile, from the buffers' start.
-      Tensor sDT = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(epi)), typename T::SmemLayoutDT{});
+      // The same bytes as the transposed (kStoreNT,64) sub-tile (several of them only where kStoreNT
+      // is kStoreN: the same buffers).
+      auto buffer_t = [&](int sub) {
+        return make_tensor(make_smem_ptr(reinterpret_cast<Element*>(epi) + (sub % T::kEpiBuffers) * kSubElems),
+                           typename T::SmemLayoutDT{});
+      };
       // The same buffer as a 32-bit shared address (T::store_offset, T::store_offset_t).
       auto buffer_addr = [&](int sub) {
         return cute::cast_smem_ptr_to_uint(epi) + uint32_t((sub % T::kEpiBuffers) * kSubElems * sizeof(Element));
@@ -791,7 +796,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
                 Tensor gCT = local_tile(p.tma_ct.get_tma_tensor(make_shape(g.n, g.m, lc)), Shape<Int<kSub>, _64>{},
                                         make_coord(_, _, _));  // (kStoreNT,64,n,m,l)
                 copy(p.tma_ct.with(*landed), p.tma_ct.get_slice(0).partition_S(gCT)(_, _, _, nb, mb, lcl),
-                     p.tma_ct.get_slice(0).partition_D(sDT));
+                     p.tma_ct.get_slice(0).partition_D(buffer_t(sub)));
               } else {
                 Tensor gC = local_tile(p.tma_c.get_tma_tensor(make_shape(g.m, g.n, lc)), Shape<_64, Int<T::kStoreN>>{},
                                        make_coord(_, _, _));  // (64,kStoreN,m,n,l)
@@ -809,7 +814,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
             cutlass::arch::NamedBarrier::arrive_and_wait(128, epi_barrier);
             if (wtid == 0 && m_base < g.m && c.n * BN + sub * kSub < g.n) {  // boxes wholly outside D: none
               if constexpr (kCol)
-                copy(p.tma_dt, p.tma_dt.get_slice(0).partition_S(sDT), tDgDT(_, _, _, nb, mb, c.l));
+                copy(p.tma_dt, p.tma_dt.get_slice(0).partition_S(buffer_t(sub)), tDgDT(_, _, _, nb, mb, c.l));
               else
                 copy(p.tma_d, p.tma_d.get_slice(0).partition_S(buffer(sub)), tDgD(_, _, _, mb, nb, c.l));
               tma_store_arrive();
