@@ -634,8 +634,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       // read that buffer is done (the previous tile's last stores drain under this tile's mainloop;
       // with two buffers the previous sub-tile's store runs while this one is written), write the
       // fragment as 16-bit pairs, make the writes visible to the async proxy, and let one thread
-      // issue the store. A column-major D (d_col_major) goes the same way through one transposed
-      // sub-tile per warpgroup (T::SmemLayoutDT) and D^T's TMA descriptor.
+      // issue the store. A column-major D (d_col_major) goes the same way through transposed
+      // kStoreNT x 64 sub-tiles (T::SmemLayoutDT) and D^T's TMA descriptor.
       const EpilogueParams& e = g.epi;
       const bool col = T::kFlip && e.d_col_major;  // only on the TMA path (epilogue_mode)
       constexpr int kSubElems = 64 * T::kStoreN;
