@@ -128,7 +128,7 @@ Status choose(const Config* req, const GemmPlan& plan, const detail::DeviceInfo&
   const gemm_impl::HeuristicInput in{plan.params.m, plan.params.n, plan.params.k, plan.params.batch, dev.sm_count,
                                      cc,           dev.smem_optin, tma_ok,        flip};
   const gemm_impl::Selection pick = gemm_impl::select(in);
-  *out = {pick.config, false, pick.flip && pick.config->flip};
+  *out = {pick.config, false, pick.flip};  // select_sm90 flips only configs that can (Config::flip)
   // A configuration `tessera tune` measured fastest here (gemm/tune_cache.hpp), if it can run; it was
   // timed on the natural orientation.
   if (pick.config->kernel != Kernel::Fallback)
@@ -227,10 +227,10 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
   else if (cfg->kernel == Kernel::Sm90) {
     // Split-K or stream-K in the workspace after the pad copies, as far as the caller's bytes allow.
     // (The flipped orientation runs data-parallel: its epilogue is the TMA store, split-K's is the staging.)
-    gemm_impl::Decomposition d = plan.flipped ? gemm_impl::Decomposition{}
-                                              : gemm_impl::select_decomposition(*cfg, p.m, p.n, p.k, p.batch, dev.sm_count);
-    if (forced_splits > 0 && !plan.flipped) d = gemm_impl::Decomposition{forced_splits, false};
-    if (forced_streamk >= 0 && d.splits == 1 && !plan.flipped) d.stream_k = forced_streamk == 1 && cfg->stream_k;
+    gemm_impl::Decomposition d = choice.flip ? gemm_impl::Decomposition{}
+                                             : gemm_impl::select_decomposition(*cfg, p.m, p.n, p.k, p.batch, dev.sm_count);
+    if (forced_splits > 0 && !choice.flip) d = gemm_impl::Decomposition{forced_splits, false};
+    if (forced_streamk >= 0 && d.splits == 1 && !choice.flip) d.stream_k = forced_streamk == 1 && cfg->stream_k;
     const size_t room = workspace_bytes > pad_bytes ? workspace_bytes - pad_bytes : 0;
     while (d.splits > 1 && gemm_impl::splitk_bytes(*cfg, p.m, p.n, p.batch, d.splits) > room) --d.splits;
     if (d.stream_k && (d.splits > 1 || gemm_impl::streamk_bytes(*cfg, dev.sm_count) > room)) d.stream_k = false;

@@ -59,7 +59,6 @@ GemmPlan make_plan(const GemmArgs& args, bool flip) {
 
   OperandPlan a = operand(args.a, args.op_a, false, batch);  // M x K
   OperandPlan b = operand(args.b, args.op_b, true, batch);   // N x K
-  plan.flipped = flip;
   plan.swapped = (args.d.layout == Layout::ColMajor) != flip;
   if (plan.swapped) std::swap(a, b);
   plan.a = a;

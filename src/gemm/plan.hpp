@@ -33,10 +33,10 @@ struct OperandPlan {
 
 struct GemmPlan {
   bool empty = false;        // M, N or batch is 0: nothing to do
-  bool swapped = false;      // the kernels compute D^T = op(B)^T op(A)^T (D column-major, unless flipped)
-  // The plan computes the orientation opposite to D's storage (make_plan's `flip`): the canonical D
-  // is then column-major (params.epi.d_col_major), which only the sm90 TMA-store epilogue writes.
-  bool flipped = false;
+  // The kernels compute D^T = op(B)^T op(A)^T: D is column-major, unless the plan computes the
+  // orientation opposite to D's storage (make_plan's `flip`; the canonical D is then column-major,
+  // params.epi.d_col_major, which only the sm90 TMA-store epilogue writes).
+  bool swapped = false;
   // The flipped orientation can run there: D is 16-bit of the operands' type, 16-byte aligned (base,
   // leading dimension, batch stride), and beta = 0 or C is stored like D and as aligned.
   bool flip_ok = false;

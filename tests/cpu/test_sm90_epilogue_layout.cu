@@ -18,40 +18,39 @@ namespace {
 namespace sm90 = tessera::gemm_impl::sm90;
 using namespace cute;
 
+// `offset(r, c)` agrees with CuTe's layout `L` (rows x cols 16-bit elements) at every element and
+// maps the sub-tile one-to-one onto its bytes; returns how many elements sit at their unswizzled
+// place (a formula that ignored the swizzle would still be a bijection, so the callers bound that).
+template <class Element, class L, class Offset>
+int check_against_cute(int rows, int cols, Offset offset) {
+  // A 1024-byte-aligned stand-in for the buffer's shared address: only addresses are computed.
+  Element* const base = reinterpret_cast<Element*>(uintptr_t(1) << 20);
+  Tensor s = make_tensor(make_smem_ptr(base), L{});
+  std::set<int> seen;
+  int unswizzled = 0;
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const int cute_offset = int(reinterpret_cast<const char*>(&s(r, c)) - reinterpret_cast<const char*>(base));
+      EXPECT_EQ(offset(r, c), cute_offset) << "row " << r << " col " << c;
+      seen.insert(cute_offset);
+      unswizzled += cute_offset == (r * cols + c) * int(sizeof(Element));
+    }
+  EXPECT_EQ(seen.size(), size_t(rows * cols));
+  EXPECT_EQ(*seen.rbegin(), rows * cols * int(sizeof(Element)) - int(sizeof(Element)));
+  return unswizzled;
+}
+
 template <class T>
 void check_store_offsets() {
   using Element = typename T::Element;
-  // A 1024-byte-aligned stand-in for the buffer's shared address: only addresses are computed.
-  Element* const base = reinterpret_cast<Element*>(uintptr_t(1) << 20);
-  Tensor sD = make_tensor(make_smem_ptr(base), typename T::SmemLayoutD{});  // (64,kStoreN)
-  std::set<int> seen;
-  for (int r = 0; r < 64; ++r)
-    for (int c = 0; c < T::kStoreN; ++c) {
-      const int cute_offset = int(reinterpret_cast<const char*>(&sD(r, c)) - reinterpret_cast<const char*>(base));
-      ASSERT_EQ(T::store_offset(r, c), cute_offset) << "row " << r << " col " << c;
-      seen.insert(cute_offset);
-    }
-  // A bijection onto the sub-tile's bytes (a formula that ignored the swizzle would still be one, but
-  // would fail above: the negative control below shows the swizzle is real).
-  EXPECT_EQ(seen.size(), size_t(64 * T::kStoreN));
-  EXPECT_EQ(*seen.rbegin(), 64 * T::kStoreN * int(sizeof(Element)) - int(sizeof(Element)));
-  int unswizzled_matches = 0;
-  for (int r = 0; r < 64; ++r)
-    for (int c = 0; c < T::kStoreN; ++c)
-      unswizzled_matches += T::store_offset(r, c) == (r * T::kStoreN + c) * int(sizeof(Element));
-  EXPECT_LT(unswizzled_matches, 64 * T::kStoreN / 3);  // only some rows keep their chunks in place
-
-  // The transposed sub-tile (kStoreNT of a warpgroup's columns): D's (m, n) at row n, column m.
-  Tensor sDT = make_tensor(make_smem_ptr(base), typename T::SmemLayoutDT{});  // (kStoreNT,64)
-  std::set<int> seen_t;
-  for (int m = 0; m < 64; ++m)
-    for (int n = 0; n < T::kStoreNT; ++n) {
-      const int cute_offset = int(reinterpret_cast<const char*>(&sDT(n, m)) - reinterpret_cast<const char*>(base));
-      ASSERT_EQ(T::store_offset_t(m, n), cute_offset) << "m " << m << " n " << n;
-      seen_t.insert(cute_offset);
-    }
-  EXPECT_EQ(seen_t.size(), size_t(64 * T::kStoreNT));
-  EXPECT_EQ(*seen_t.rbegin(), 64 * T::kStoreNT * int(sizeof(Element)) - int(sizeof(Element)));
+  // The row-major sub-tile (64, kStoreN); only some rows keep their chunks in place.
+  const int unswizzled = check_against_cute<Element, typename T::SmemLayoutD>(
+      64, T::kStoreN, [](int r, int c) { return T::store_offset(r, c); });
+  EXPECT_LT(unswizzled, 64 * T::kStoreN / 3);
+  // The transposed sub-tile (kStoreNT of a warpgroup's columns, 64): D's (m, n) at row n, column m.
+  const int unswizzled_t = check_against_cute<Element, typename T::SmemLayoutDT>(
+      T::kStoreNT, 64, [](int n, int m) { return T::store_offset_t(m, n); });
+  EXPECT_LT(unswizzled_t, 64 * T::kStoreNT / 3);
 }
 
 // The kernel's stmatrix / ldmatrix .x4.trans addressing for a column-major D (kernel.cuh, `fill`):
