@@ -6,8 +6,11 @@
 //
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -DCFG=14 \
 //     -Isrc -Iinclude -isystem <cutlass>/include bench/microbench/sm90_timeline.cu -lcuda -o sm90_timeline
-//   ./sm90_timeline M N K [--stream-k] [--flush] [--dump]   (bf16, A and B K-major, D bf16 row-major)
+//   ./sm90_timeline M N K [--stream-k] [--flush] [--dump] [--ktiles]   (bf16, A and B K-major, D bf16 row-major)
 //   --flush: overwrite 256 MB before the measured launch, so that its operands come from DRAM
+//   --ktiles: the pipeline per k-tile (a CTA's first probe::kKtiles): a load's latency (producer's
+//     issue -> consumers' `full` passed), the loads in flight at each issue, the consumers' hold
+//     (`full` -> release) and the refill's delay (release of a stage -> the producer's next issue into it)
 //
 // CFG is a row id of src/gemm/sm90/configs.def. The probe adds a few instructions to one thread per
 // CTA; compare its kernel time with the library's before trusting small differences.
@@ -47,15 +50,16 @@ static double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s M N K [--stream-k] [--flush] [--dump]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s M N K [--stream-k] [--flush] [--dump] [--ktiles]\n", argv[0]);
     return 2;
   }
   const int M = std::atoi(argv[1]), N = std::atoi(argv[2]), K = std::atoi(argv[3]);
-  bool stream_k = false, dump = false, flush = false;
+  bool stream_k = false, dump = false, flush = false, ktiles = false;
   for (int i = 4; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--stream-k")) stream_k = true;
     if (!std::strcmp(argv[i], "--flush")) flush = true;
     if (!std::strcmp(argv[i], "--dump")) dump = true;
+    if (!std::strcmp(argv[i], "--ktiles")) ktiles = true;
   }
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -83,6 +87,8 @@ int main(int argc, char** argv) {
   CHECK(cudaDeviceSynchronize());
   static probe::Cta zero[probe::kCtas];
   CHECK(cudaMemcpyToSymbol(probe::ctas, zero, sizeof(zero)));
+  static probe::Ktile zero_k[probe::kCtas][probe::kKtiles];
+  CHECK(cudaMemcpyToSymbol(probe::ktiles, zero_k, sizeof(zero_k)));
   if (flush) {  // evict the operands from the 50 MB L2
     void* junk = nullptr;
     CHECK(cudaMalloc(&junk, size_t(256) << 20));
@@ -138,6 +144,29 @@ int main(int argc, char** argv) {
   std::printf("  exit by SM id / 16:");
   for (auto& [g, v] : exit_by_group) std::printf("  [%d] n=%zu med %.1f max %.1f", g, v.size(), median(v), *std::max_element(v.begin(), v.end()));
   std::printf("\n");
+  if (ktiles) {
+    static probe::Ktile k[probe::kCtas][probe::kKtiles];
+    CHECK(cudaMemcpyFromSymbol(k, probe::ktiles, sizeof(k)));
+    constexpr int S = gi::sm90::ConfigShape<CFG>::Stages;
+    std::vector<double> latency, in_flight, hold, refill, latency_first;
+    for (int i = 0; i < ctas; ++i) {
+      int n = 0;
+      while (n < probe::kKtiles && k[i][n].issue && k[i][n].full && k[i][n].release) ++n;
+      for (int j = 0; j < n; ++j) {
+        (j < S ? latency_first : latency).push_back((k[i][j].full - k[i][j].issue) * 1e-3);
+        hold.push_back((k[i][j].release - k[i][j].full) * 1e-3);
+        if (j + S < n) refill.push_back((k[i][j + S].issue - k[i][j].release) * 1e-3);
+        int f = 0;  // issued before this one and not yet landed
+        for (int q = 0; q < j; ++q) f += k[i][q].full > k[i][j].issue;
+        if (j >= S) in_flight.push_back(f);
+      }
+    }
+    row("load latency, first ring (issue->full)", latency_first);
+    row("load latency, steady", latency);
+    row("loads in flight at an issue (steady)", in_flight);
+    row("consumer hold (full->release)", hold);
+    row("refill delay (release->issue)", refill);
+  }
   if (dump) {
     for (int i = 0; i < ctas; ++i) {
       const probe::Cta& x = c[i];

@@ -420,6 +420,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       int stage = 0;
       uint32_t phase = 0;
       bool cluster_ready = kCluster == 1;
+      TESSERA_SM90_PROBE_PRODUCER_START()
       Walk walk(p.sched, int(blockIdx.x) / kCluster);
       for (WorkItem w; walk.next(p.sched, int(blockIdx.x) / kCluster, int(gridDim.x) / kCluster, w);) {
         const TileCoord c = cta_tile(w.tile, tiles_mc, tiles_nc, cta_rank, ClusterM, ClusterN);
@@ -430,6 +431,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
             cluster_ready = true;
           }
           EmptyBarrier::wait(&smem.empty[stage], phase ^ 1);  // a fresh barrier passes parity 1
+          TESSERA_SM90_PROBE_ISSUED()
           FullBarrier::arrive_and_expect_tx(&smem.full[stage], T::kTxBytes);
           constexpr uint16_t kAll = uint16_t((1 << kCluster) - 1);  // multicast to every CTA of the cluster
           if constexpr (ClusterN > 1)
@@ -534,6 +536,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     int prev_stage = -1;
     for (int kt = 0; kt < k_count; ++kt) {
       FullBarrier::wait(&smem.full[stage], phase);
+      TESSERA_SM90_PROBE_CONSUMED(full, kt)
       warpgroup_arrive();
       CUTE_UNROLL
       for (int kb = 0; kb < size<2>(tCrA); ++kb) {
@@ -542,15 +545,22 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       }
       warpgroup_commit_batch();
       warpgroup_wait<1>();
-      if (prev_stage >= 0) release(prev_stage);
+      if (prev_stage >= 0) {
+        release(prev_stage);
+        TESSERA_SM90_PROBE_CONSUMED(release, kt - 1)
+      }
       prev_stage = stage;
       if (++stage == Stages) { stage = 0; phase ^= 1; }
     }
     if constexpr (T::Pingpong) EmptyBarrier::arrive(&smem.turn[2 - warp_group]);
     warpgroup_wait<0>();
-    if (prev_stage >= 0) release(prev_stage);
+    if (prev_stage >= 0) {
+      release(prev_stage);
+      TESSERA_SM90_PROBE_CONSUMED(release, k_count - 1)
+    }
     warpgroup_fence_operand(acc);
     TESSERA_SM90_PROBE_ITEM_END()
+    TESSERA_SM90_PROBE_ITEM_KTILES(k_count)
 
     // Stream-K fix-up (gemm/schedule.hpp). One partial slot per CTA (only a share's first item can
     // start inside a tile), numbered rank * workers + worker so that the later workers' partials of

@@ -6,15 +6,22 @@
 namespace tessera::gemm_impl::sm90 {
 
 // Consumer thread 128 stamps %globaltimer (ns) at the consumers' start, at each work item's mainloop
-// start and end, and at exit, with the CTA's SM and each item's tile, to see where a launch's time goes.
+// start and end, and at exit, with the CTA's SM and each item's tile, to see where a launch's time goes;
+// per k-tile, the producer's issue and the consumers' `full` and release (the pipeline's latencies).
 #ifdef TESSERA_SM90_PROBE
 namespace probe {
-constexpr int kCtas = 1024, kItems = 16;
+constexpr int kCtas = 1024, kItems = 16, kKtiles = 256;
 struct Cta {
   unsigned long long entry, start, exit, item_begin[kItems], item_end[kItems];
   int sm, items, tile[kItems];
 };
 __device__ Cta ctas[kCtas];
+// Per k-tile of a CTA's walk (the first kKtiles): the producer's issue (its `empty` wait passed), the
+// consumer's `full` wait passed, and the consumer's release of the stage.
+struct Ktile {
+  unsigned long long issue, full, release;
+};
+__device__ Ktile ktiles[kCtas][kKtiles];
 __device__ __forceinline__ unsigned long long now() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -30,7 +37,7 @@ __device__ __forceinline__ bool recorder() { return threadIdx.x == 128 && blockI
     probe::ctas[blockIdx.x].sm = int(sm);                                                   \
   }
 #define TESSERA_SM90_PROBE_START() \
-  int probe_item = 0;              \
+  int probe_item = 0, probe_ktile = 0; \
   if (probe::recorder()) probe::ctas[blockIdx.x].start = probe::now();
 #define TESSERA_SM90_PROBE_ITEM_BEGIN(tile_)                                  \
   if (probe::recorder() && probe_item < probe::kItems) {                      \
@@ -42,7 +49,23 @@ __device__ __forceinline__ bool recorder() { return threadIdx.x == 128 && blockI
   ++probe_item;
 #define TESSERA_SM90_PROBE_EXIT() \
   if (probe::recorder()) probe::ctas[blockIdx.x].exit = probe::now(), probe::ctas[blockIdx.x].items = probe_item;
+// The producer's thread stamps `issue` (its k-tiles counted in probe_issued); the consumers'
+// recorder `full` and `release` (its k-tiles counted across its items in probe_ktile).
+#define TESSERA_SM90_PROBE_KTILE(field_, n_) \
+  if (blockIdx.x < probe::kCtas && (n_) < probe::kKtiles) probe::ktiles[blockIdx.x][n_].field_ = probe::now();
+#define TESSERA_SM90_PROBE_PRODUCER_START() int probe_issued = 0;
+#define TESSERA_SM90_PROBE_ISSUED() \
+  TESSERA_SM90_PROBE_KTILE(issue, probe_issued) \
+  ++probe_issued;
+#define TESSERA_SM90_PROBE_CONSUMED(field_, kt_) \
+  if (probe::recorder()) { TESSERA_SM90_PROBE_KTILE(field_, probe_ktile + (kt_)) }
+#define TESSERA_SM90_PROBE_ITEM_KTILES(k_count_) probe_ktile += (k_count_);
 #else
+#define TESSERA_SM90_PROBE_KTILE(field_, n_)
+#define TESSERA_SM90_PROBE_PRODUCER_START()
+#define TESSERA_SM90_PROBE_ISSUED()
+#define TESSERA_SM90_PROBE_CONSUMED(field_, kt_)
+#define TESSERA_SM90_PROBE_ITEM_KTILES(k_count_)
 #define TESSERA_SM90_PROBE_ENTRY()
 #define TESSERA_SM90_PROBE_START()
 #define TESSERA_SM90_PROBE_ITEM_BEGIN(tile_)
