@@ -124,7 +124,10 @@ tessera_status_t tessera_gemm_select_config(const tessera_gemm_args_t* args, con
   if (!name) return remember(invalid("name: null pointer")).code;
   std::string n;
   tessera::Status s = tessera::gemm_select_config(tessera::from_c(*args), &n);
-  if (s.ok()) *name = tessera::gemm_impl::find_config(n)->name;  // static storage
+  if (s.ok()) {  // static storage
+    const tessera::gemm_impl::ConfigChoice c = tessera::gemm_impl::find_config_choice(n);
+    *name = tessera::gemm_impl::config_spelling(*c.config, c.flip);
+  }
   return s.code;
 }
 

@@ -56,9 +56,10 @@ void print_text(const InfoFacts& f) {
     std::printf("  L2 cache               %zu bytes (%.1f MiB)\n", d.l2_bytes, double(d.l2_bytes) / (1 << 20));
     std::printf("  global memory          %.1f GiB\n", double(d.global_mem_bytes) / (1 << 30));
   }
-  std::printf("GEMM configurations (%zu):\n", f.configs.size());
+  std::printf("GEMM configurations (%zu; \"+flip\" after a name marked [+flip] runs it on the flipped orientation):\n",
+              f.configs.size());
   for (const tessera::ConfigInfo& c : f.configs)
-    std::printf("  %s\n      %s\n", c.name.c_str(), word_wrap(c.description, 6).c_str());
+    std::printf("  %s%s\n      %s\n", c.name.c_str(), c.flippable ? " [+flip]" : "", word_wrap(c.description, 6).c_str());
 }
 
 void print_json(const InfoFacts& f) {
@@ -78,7 +79,7 @@ void print_json(const InfoFacts& f) {
   j.end_array();
   if (f.devices.empty()) j.field("no_device", f.no_device_reason);
   j.key("configs").begin_array();
-  for (const tessera::ConfigInfo& c : f.configs) j.begin_object().field("name", c.name).field("description", c.description).end_object();
+  for (const tessera::ConfigInfo& c : f.configs) j.begin_object().field("name", c.name).field("description", c.description).field("flippable", c.flippable).end_object();
   j.end_array();
   j.end_object();
 }

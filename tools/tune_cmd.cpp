@@ -1,5 +1,6 @@
 // `tessera tune`: times every GEMM configuration this device can run on one problem (the same
-// problem options as `tessera gemm`), checks each result against cuBLASLt, prints the table and
+// problem options as `tessera gemm`), in both orientations where a config and the problem allow
+// the flipped one (NAME+flip), checks each result against cuBLASLt, prints the table and
 // records the fastest correct configuration in the library's tuning cache, which later gemm()
 // calls without an explicit configuration consult (tessera::gemm_tune_store).
 #include <algorithm>
@@ -35,7 +36,8 @@ std::vector<OptionSpec> tune_options() {
     if (s.name != "config") specs.push_back(s);  // tune tries them all
   const std::vector<OptionSpec> tune_specs = {
       {"configs", "LIST", "comma-separated configurations to time (default: every one this device can run, "
-                          "except simt_fallback; see `tessera info`)"},
+                          "except simt_fallback, and the flipped orientation NAME+flip of those that can take it; "
+                          "see `tessera info`)"},
       {"no-verify", "", "do not check each configuration's D against cuBLASLt (by default one that fails is "
                         "never chosen, and the exit code is 1)"},
       {"no-save", "", "only print the table; leave the tuning cache as it is"},
@@ -66,8 +68,11 @@ TuneSettings parse_tune_settings(const Options& opts) {
   static_cast<RunCommon&>(t) = parse_run_common(opts);
   t.verify = !opts.has("no-verify");
   t.save = !opts.has("no-save");
-  std::vector<std::string> known;
-  for (const tessera::ConfigInfo& c : tessera::gemm_configs()) known.push_back(c.name);
+  std::vector<std::string> known;  // in table order, each flippable config followed by its flipped spelling
+  for (const tessera::ConfigInfo& c : tessera::gemm_configs()) {
+    known.push_back(c.name);
+    if (c.flippable) known.push_back(c.name + "+flip");
+  }
   if (opts.has("configs")) {
     for (const std::string& name : split_list(opts.str("configs"))) {
       if (std::find(known.begin(), known.end(), name) == known.end())

@@ -88,6 +88,8 @@ typedef struct tessera_gemm_args_t {
   float alpha;
   float beta;
   /* Kernel configuration by name (see tessera_gemm_config_name); NULL or "" = heuristic.
+   * "<name>+flip" runs a config that can on the flipped orientation (D^T = B A^T, D stored
+   * transposed; a 16-bit D of the operands' dtype, D and C 16-byte aligned).
    * The environment variable TESSERA_GEMM_CONFIG overrides the heuristic too (args win). */
   const char* config;
   const void* bias;             /* device pointer, D's dtype; NULL = no bias                     */
@@ -105,7 +107,8 @@ tessera_status_t tessera_gemm_workspace_size(const tessera_gemm_args_t* args, si
 tessera_status_t tessera_gemm(const tessera_gemm_args_t* args, void* workspace,
                               size_t workspace_bytes, void* stream);
 
-/* The configuration the heuristic (or override) would run for these args, by name. */
+/* The configuration the heuristic (or override) would run for these args, by name ("+flip"
+ * appended where it runs on the flipped orientation); static storage. */
 tessera_status_t tessera_gemm_select_config(const tessera_gemm_args_t* args, const char** name);
 
 /* Compiled-in GEMM configurations: count, and the name / description of the i-th. */

@@ -78,7 +78,10 @@ struct GemmArgs {
   Matrix a, b, c, d;
   float alpha = 1.0f;
   float beta = 0.0f;
-  std::string config;  // "" = heuristic (or TESSERA_GEMM_CONFIG)
+  // "" = heuristic (or TESSERA_GEMM_CONFIG); else a name from gemm_configs(), with "+flip" appended
+  // (where ConfigInfo::flippable) to run it on the flipped orientation: D^T = B A^T computed and D
+  // stored transposed, for a 16-bit D of the operands' dtype and 16-byte aligned D (and C).
+  std::string config;
   // Optional fused epilogue (see tessera_gemm_args_t): a contiguous bias vector in D's dtype, N
   // values per column or M per row, batch l at bias + l * bias_batch_stride (0 = shared), then the
   // activation, in fp32.
@@ -97,12 +100,14 @@ Status gemm(const GemmArgs& args, void* stream = nullptr, void* workspace = null
 // heuristic cuts K. With less, gemm() still runs, on a slower path where needed.
 Status gemm_workspace_size(const GemmArgs& args, size_t* bytes);
 // Name of the configuration that gemm() would run for these args, given the workspace that
-// gemm_workspace_size() asks for (with less, unaligned problems run on simt_fallback).
+// gemm_workspace_size() asks for (with less, unaligned problems run on simt_fallback); "+flip"
+// appended where it runs on the flipped orientation (as GemmArgs::config spells it).
 Status gemm_select_config(const GemmArgs& args, std::string* name);
 
 struct ConfigInfo {
   std::string name;
   std::string description;
+  bool flippable = false;  // "<name>+flip" runs it on the flipped orientation (GemmArgs::config)
 };
 std::vector<ConfigInfo> gemm_configs();
 

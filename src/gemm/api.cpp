@@ -34,9 +34,9 @@ Status cuda_status(cudaError_t e, const char* what) {
   return fail(TESSERA_STATUS_CUDA_ERROR, std::string(what) + ": " + cudaGetErrorString(e));
 }
 
-// The configuration requested by the caller (args, then TESSERA_GEMM_CONFIG), or null.
-Status requested_config(const GemmArgs& args, const Config** out) {
-  *out = nullptr;
+// The configuration requested by the caller (args, then TESSERA_GEMM_CONFIG), or {null}.
+Status requested_config(const GemmArgs& args, gemm_impl::ConfigChoice* out) {
+  *out = {};
   std::string name = args.config;
   const char* from = "config";
   if (name.empty()) {
@@ -46,9 +46,8 @@ Status requested_config(const GemmArgs& args, const Config** out) {
     }
   }
   if (name.empty()) return Status::success();
-  *out = gemm_impl::find_config(name);
-  if (!*out)
-    return invalid(std::string(from) + ": unknown configuration '" + name + "' (known: " + gemm_impl::config_names() + ")");
+  if (const std::string e = gemm_impl::spelling_error(name); !e.empty()) return invalid(std::string(from) + ": " + e);
+  *out = gemm_impl::find_config_choice(name);
   return Status::success();
 }
 
@@ -107,32 +106,39 @@ struct Choice {
   bool flip = false;  // run on the flipped orientation (make_plan's `flip`)
 };
 
-// `req`: the caller's requested configuration (requested_config), or null for the heuristic.
+// `req`: the caller's requested configuration (requested_config), or {null} for the heuristic.
 // `tma_ok`: the operands can be read by TMA (aligned, or padded into the caller's workspace) and K > 0.
 // `flip`: HeuristicInput::flip, 0 where the flipped orientation cannot run (flip_mode).
-Status choose(const Config* req, const GemmPlan& plan, const detail::DeviceInfo& dev, bool tma_ok, int flip,
-              Choice* out) {
+Status choose(const gemm_impl::ConfigChoice& req, const GemmPlan& plan, const detail::DeviceInfo& dev, bool tma_ok,
+              int flip, Choice* out) {
   const int cc = dev.cc_major * 10 + dev.cc_minor;
-  if (req) {
-    if (cc < req->min_cc || cc > req->max_cc || req->smem_bytes > dev.smem_optin)
-      return fail(TESSERA_STATUS_NOT_SUPPORTED, std::string("config: '") + req->name + "' needs sm_" +
-                                                    std::to_string(req->min_cc) +
-                                                    (req->max_cc == req->min_cc ? std::string("") : std::string("+")) +
-                                                    " and " +
-                                                    std::to_string(req->smem_bytes) + " bytes of shared memory; " +
-                                                    "this device is sm_" + std::to_string(cc) + " with " +
-                                                    std::to_string(dev.smem_optin));
-    *out = {req, true, flip == 2 && req->flip && tma_ok};
+  if (const Config* c = req.config) {
+    if (cc < c->min_cc || cc > c->max_cc || c->smem_bytes > dev.smem_optin)
+      return fail(TESSERA_STATUS_NOT_SUPPORTED, std::string("config: '") + c->name + "' needs sm_" +
+                                                    std::to_string(c->min_cc) +
+                                                    (c->max_cc == c->min_cc ? std::string("") : std::string("+")) +
+                                                    " and " + std::to_string(c->smem_bytes) +
+                                                    " bytes of shared memory; this device is sm_" + std::to_string(cc) +
+                                                    " with " + std::to_string(dev.smem_optin));
+    if (req.flip && (flip == 0 || !tma_ok))
+      return fail(TESSERA_STATUS_NOT_SUPPORTED,
+                  std::string("config: '") + gemm_impl::config_spelling(*c, true) +
+                      "': this call cannot run on the flipped orientation (it needs a D of the operands' 16-bit "
+                      "dtype, D and C 16-byte aligned with C laid out like D, TMA-readable operands and K > 0, and "
+                      "no TESSERA_GEMM_FLIP=0, TESSERA_GEMM_SPLITS, TESSERA_GEMM_STREAMK=1 or non-TMA "
+                      "TESSERA_SM90_EPILOGUE override)");
+    *out = {c, true, (req.flip || flip == 2) && c->flip && tma_ok};
     return Status::success();
   }
   const gemm_impl::HeuristicInput in{plan.params.m, plan.params.n, plan.params.k, plan.params.batch, dev.sm_count,
                                      cc,           dev.smem_optin, tma_ok,        flip};
   const gemm_impl::Selection pick = gemm_impl::select(in);
   *out = {pick.config, false, pick.flip};  // select_sm90 flips only configs that can (Config::flip)
-  // A configuration `tessera tune` measured fastest here (gemm/tune_cache.hpp), if it can run; it was
-  // timed on the natural orientation.
+  // A configuration `tessera tune` measured fastest here (gemm/tune_cache.hpp), if this call can run it
+  // in the orientation it was timed in.
   if (pick.config->kernel != Kernel::Fallback)
-    if (const Config* tuned = gemm_impl::tuned_config(plan, dev, tma_ok)) *out = {tuned, false, flip == 2 && tuned->flip};
+    if (const gemm_impl::ConfigChoice tuned = gemm_impl::tuned_config(plan, dev, tma_ok); tuned.config)
+      if (!tuned.flip || flip != 0) *out = {tuned.config, false, tuned.flip || (flip == 2 && tuned.config->flip)};
   return Status::success();
 }
 
@@ -173,7 +179,7 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
     return invalid("workspace: null pointer with workspace_bytes = " + std::to_string(workspace_bytes));
   if (workspace && reinterpret_cast<uintptr_t>(workspace) % kWorkspaceAlign != 0)
     return invalid("workspace: must be 256-byte aligned (cudaMalloc memory is)");
-  const Config* req = nullptr;  // an unknown name is an argument error, with or without a GPU
+  gemm_impl::ConfigChoice req;  // an unknown name is an argument error, with or without a GPU
   if (Status s = requested_config(args, &req); !s.ok()) return s;
   int forced_splits = 0;
   if (Status s = splits_override(&forced_splits); !s.ok()) return s;
@@ -276,7 +282,7 @@ Status gemm_select_config(const GemmArgs& args, std::string* name) {
   auto impl = [&]() -> Status {
     if (!name) return invalid("name: null pointer");
     if (Status s = gemm_impl::validate(args); !s.ok()) return s;
-    const Config* req = nullptr;
+    gemm_impl::ConfigChoice req;
     if (Status s = requested_config(args, &req); !s.ok()) return s;
     const GemmPlan plan = gemm_impl::make_plan(args);
     detail::DeviceInfo dev;
@@ -287,7 +293,7 @@ Status gemm_select_config(const GemmArgs& args, std::string* name) {
     // Assuming the workspace gemm_workspace_size asks for (so unaligned operands can be padded).
     if (Status s = choose(req, plan, dev, plan.params.k > 0, flip_mode(plan, forced_flip, 0, -1), &choice); !s.ok())
       return s;
-    *name = choice.config->name;
+    *name = gemm_impl::config_spelling(*choice.config, choice.flip);
     return Status::success();
   };
   return detail::remember(impl());
@@ -295,7 +301,7 @@ Status gemm_select_config(const GemmArgs& args, std::string* name) {
 
 std::vector<ConfigInfo> gemm_configs() {
   std::vector<ConfigInfo> out;
-  for (const gemm_impl::Config& c : gemm_impl::configs()) out.push_back({c.name, c.reason});
+  for (const gemm_impl::Config& c : gemm_impl::configs()) out.push_back({c.name, c.reason, c.flip});
   return out;
 }
 

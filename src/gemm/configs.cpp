@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <string>
 
 #include "gemm/memo.hpp"
 #include "gemm/sm90/config_shape.hpp"
@@ -53,9 +54,40 @@ const Config* find_config(const std::string& name) {
 }
 
 std::string config_names() {
-  std::string s;
-  for (const Config& c : configs()) s += (s.empty() ? "" : ", ") + std::string(c.name);
-  return s;
+  std::string s, flippable;
+  for (const Config& c : configs()) {
+    s += (s.empty() ? "" : ", ") + std::string(c.name);
+    if (c.flip) flippable += (flippable.empty() ? "" : ", ") + std::string(c.name);
+  }
+  return s + "; " + kFlipSuffix + " after " + flippable + " for the flipped orientation";
+}
+
+ConfigChoice find_config_choice(const std::string& spelling) {
+  const size_t n = std::char_traits<char>::length(kFlipSuffix);
+  const bool flip = spelling.size() > n && spelling.compare(spelling.size() - n, n, kFlipSuffix) == 0;
+  const Config* c = find_config(flip ? spelling.substr(0, spelling.size() - n) : spelling);
+  return c ? ConfigChoice{c, flip} : ConfigChoice{};
+}
+
+std::string spelling_error(const std::string& spelling) {
+  const ConfigChoice choice = find_config_choice(spelling);
+  if (!choice.config) return "unknown configuration '" + spelling + "' (known: " + config_names() + ")";
+  if (choice.flip && !choice.config->flip)
+    return "'" + spelling + "': " + choice.config->name + " cannot run on the flipped orientation (known: " +
+           config_names() + ")";
+  return "";
+}
+
+const char* config_spelling(const Config& c, bool flip) {
+  if (!flip) return c.name;
+  static const std::vector<std::string> flipped = [] {
+    std::vector<std::string> v;
+    for (const Config& x : configs()) v.push_back(std::string(x.name) + kFlipSuffix);
+    return v;
+  }();
+  for (size_t i = 0; i < configs().size(); ++i)
+    if (!std::strcmp(configs()[i].name, c.name)) return flipped[i].c_str();
+  return c.name;  // not a table entry: never the case for the library's own choices
 }
 
 const Config& fallback_config() { return configs().back(); }

@@ -32,6 +32,24 @@ const Config* find_config(const std::string& name);
 std::string config_names();  // comma-separated, for error messages
 const Config& fallback_config();
 
+// A configuration as callers spell it (GemmArgs::config, TESSERA_GEMM_CONFIG, the tuning cache,
+// gemm_select_config): its name, or its name + kFlipSuffix for the flipped orientation (gemm/plan.hpp:
+// the problem computed as D^T = B A^T and D stored transposed), on a config that can take it
+// (Config::flip). What `tessera tune` measures and caches, so a tuned choice keeps its orientation.
+constexpr const char* kFlipSuffix = "+flip";
+struct ConfigChoice {
+  const Config* config = nullptr;
+  bool flip = false;
+};
+// {null, false} for an unknown name; {config, true} for "<name>+flip" (config->flip may be false:
+// spelling_error says why such a spelling is refused).
+ConfigChoice find_config_choice(const std::string& spelling);
+// "" when `spelling` names a config (flipped only where it can flip), else the error message after
+// "<where>: " (an unknown name, or the flipped spelling of a config that cannot take it).
+std::string spelling_error(const std::string& spelling);
+// The spelling of a choice, in static storage (the C API hands it out).
+const char* config_spelling(const Config& c, bool flip);
+
 // Problem facts the heuristic looks at (host-only, so the CPU tests can drive it).
 struct HeuristicInput {
   long long m, n, k, batch;

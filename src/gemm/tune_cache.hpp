@@ -4,6 +4,7 @@
 //
 //   v1 <cc> <m> <n> <k> <batch> <ab dtype> <a k-major> <b k-major> <d dtype> <config> <device name>
 //
+// <config> as GemmArgs::config spells it: a name, or "<name>+flip" for the flipped orientation.
 // e.g. "v1 90 4096 4096 4096 1 1 1 1 2 sm90_128x256x64_s4 NVIDIA H100 80GB HBM3". The problem is
 // the canonical one (gemm/plan.hpp: row-major D, A M x K, B N x K; dtypes as DTypeTag), so every
 // layout spelling of one problem shares an entry. The device name runs to the end of the line.
@@ -85,11 +86,12 @@ TuneCache& global_tune_cache();
 
 TuneKey make_tune_key(const GemmPlan& plan, const detail::DeviceInfo& dev);
 
-// The configuration `cache` holds for this problem and device, if the device can run it (arch,
-// shared memory) and, for an sm90 config, the operands are TMA-ready (`tma_ok`, as for the
-// heuristic); else null (also for unknown names, e.g. from an older build).
-const Config* tuned_config(TuneCache& cache, const GemmPlan& plan, const detail::DeviceInfo& dev, bool tma_ok);
-inline const Config* tuned_config(const GemmPlan& plan, const detail::DeviceInfo& dev, bool tma_ok) {
+// The configuration `cache` holds for this problem and device (with its orientation: an entry may
+// be spelt "<name>+flip", configs.hpp), if the device can run it (arch, shared memory) and, for an
+// sm90 config, the operands are TMA-ready (`tma_ok`, as for the heuristic); else {null} (also for
+// unknown names, e.g. from an older build, and the flipped spelling of a config that cannot flip).
+ConfigChoice tuned_config(TuneCache& cache, const GemmPlan& plan, const detail::DeviceInfo& dev, bool tma_ok);
+inline ConfigChoice tuned_config(const GemmPlan& plan, const detail::DeviceInfo& dev, bool tma_ok) {
   return tuned_config(global_tune_cache(), plan, dev, tma_ok);
 }
 

@@ -366,30 +366,64 @@ TEST(TuneCacheUse, TunedConfigChecksTheDevice) {
   const auto h100 = device(90), a100 = device(80);
   std::string error;
 
-  EXPECT_EQ(ti::tuned_config(cache, plan, h100, true), nullptr);  // nothing cached
+  EXPECT_EQ(ti::tuned_config(cache, plan, h100, true).config, nullptr);  // nothing cached
 
   ASSERT_TRUE(cache.store(ti::make_tune_key(plan, a100), sm80->name, &error)) << error;
-  EXPECT_EQ(ti::tuned_config(cache, plan, a100, true), sm80);
-  EXPECT_EQ(ti::tuned_config(cache, plan, a100, false), sm80);  // sm80 kernels need no TMA
-  EXPECT_EQ(ti::tuned_config(cache, plan, h100, true), nullptr);  // keyed on cc: another device
-  EXPECT_EQ(ti::tuned_config(cache, plan_for(512, 256, 64), a100, true), nullptr);  // another problem
-  EXPECT_EQ(ti::tuned_config(cache, plan, device(80, sm80->smem_bytes - 1), true), nullptr);  // smem
+  EXPECT_EQ(ti::tuned_config(cache, plan, a100, true).config, sm80);
+  EXPECT_EQ(ti::tuned_config(cache, plan, a100, false).config, sm80);  // sm80 kernels need no TMA
+  EXPECT_EQ(ti::tuned_config(cache, plan, h100, true).config, nullptr);  // keyed on cc: another device
+  EXPECT_EQ(ti::tuned_config(cache, plan_for(512, 256, 64), a100, true).config, nullptr);  // another problem
+  EXPECT_EQ(ti::tuned_config(cache, plan, device(80, sm80->smem_bytes - 1), true).config, nullptr);  // smem
 
   auto renamed = a100;
   std::snprintf(renamed.name, sizeof renamed.name, "%s", "Other GPU");
-  EXPECT_EQ(ti::tuned_config(cache, plan, renamed, true), nullptr);
+  EXPECT_EQ(ti::tuned_config(cache, plan, renamed, true).config, nullptr);
 
   ASSERT_TRUE(cache.store(ti::make_tune_key(plan, a100), "no_such_config", &error)) << error;
-  EXPECT_EQ(ti::tuned_config(cache, plan, a100, true), nullptr);  // unknown to this build
+  EXPECT_EQ(ti::tuned_config(cache, plan, a100, true).config, nullptr);  // unknown to this build
 
   if (sm90) {
     ASSERT_TRUE(cache.store(ti::make_tune_key(plan, h100), sm90->name, &error)) << error;
-    EXPECT_EQ(ti::tuned_config(cache, plan, h100, true), sm90);
-    EXPECT_EQ(ti::tuned_config(cache, plan, h100, false), nullptr);  // operands not TMA-ready
+    EXPECT_EQ(ti::tuned_config(cache, plan, h100, true).config, sm90);
+    EXPECT_EQ(ti::tuned_config(cache, plan, h100, false).config, nullptr);  // operands not TMA-ready
+    EXPECT_FALSE(ti::tuned_config(cache, plan, h100, true).flip);
     // An sm_90a config cannot run on an sm_80 device even if an entry says so.
     ASSERT_TRUE(cache.store(ti::make_tune_key(plan, a100), sm90->name, &error)) << error;
-    EXPECT_EQ(ti::tuned_config(cache, plan, a100, true), nullptr);
+    EXPECT_EQ(ti::tuned_config(cache, plan, a100, true).config, nullptr);
   }
+}
+
+// An entry keeps the orientation `tessera tune` timed: "<name>+flip" comes back flipped, and the
+// flipped spelling of a config that cannot flip is ignored like an unknown name.
+TEST(TuneCacheUse, TunedConfigKeepsTheOrientation) {
+  const ti::Config* flippable = nullptr;
+  const ti::Config* fixed = nullptr;
+  for (const ti::Config& c : ti::configs()) {
+    if (c.kernel != ti::Kernel::Sm90) continue;
+    if (c.flip && !flippable) flippable = &c;
+    if (!c.flip && !fixed) fixed = &c;
+  }
+  ASSERT_NE(flippable, nullptr);
+  ASSERT_NE(fixed, nullptr);
+  TempDir dir;
+  TuneCache cache((dir.path() / "c.txt").string());
+  const ti::GemmPlan plan = plan_for(128, 512, 256);
+  const auto h100 = device(90);
+  std::string error;
+  ASSERT_TRUE(cache.store(ti::make_tune_key(plan, h100), std::string(flippable->name) + "+flip", &error)) << error;
+  const ti::ConfigChoice got = ti::tuned_config(cache, plan, h100, true);
+  EXPECT_EQ(got.config, flippable);
+  EXPECT_TRUE(got.flip);
+  EXPECT_EQ(ti::tuned_config(cache, plan, h100, false).config, nullptr);  // operands not TMA-ready
+  ASSERT_TRUE(cache.store(ti::make_tune_key(plan, h100), std::string(fixed->name) + "+flip", &error)) << error;
+  EXPECT_EQ(ti::tuned_config(cache, plan, h100, true).config, nullptr);
+  ASSERT_TRUE(cache.store(ti::make_tune_key(plan, h100), std::string(flippable->name) + "+flipped", &error)) << error;
+  EXPECT_EQ(ti::tuned_config(cache, plan, h100, true).config, nullptr);  // not a spelling
+  // The line format carries the spelling through a file: a fresh cache reads it back.
+  ASSERT_TRUE(cache.store(ti::make_tune_key(plan, h100), std::string(flippable->name) + "+flip", &error)) << error;
+  TuneCache reread(cache.path());
+  EXPECT_EQ(ti::tuned_config(reread, plan, h100, true).config, flippable);
+  EXPECT_TRUE(ti::tuned_config(reread, plan, h100, true).flip);
 }
 
 TEST(TuneCacheUse, KeyIsTheCanonicalProblem) {

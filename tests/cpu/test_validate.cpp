@@ -691,10 +691,44 @@ TEST(Validate, UnknownConfigName) {
 }
 
 TEST(Validate, EveryKnownConfigNameAccepted) {
+  int flippable = 0;
   for (const tessera::ConfigInfo& c : tessera::gemm_configs()) {
     GemmArgs g = valid_args();
     g.config = c.name;
     expect_valid(g);
+    // "+flip" (the flipped orientation) only after a config that can take it; the argument check
+    // does not look at the problem (gemm() refuses a call the flip cannot run as NOT_SUPPORTED).
+    g.config = c.name + "+flip";
+    if (c.flippable) {
+      expect_valid(g);
+      ++flippable;
+    } else {
+      expect_invalid(g, "config");
+      expect_invalid(g, "cannot run on the flipped orientation");
+    }
+  }
+  EXPECT_GE(flippable, 1);
+}
+
+TEST(Validate, FlipSpellings) {
+  GemmArgs g = valid_args();
+  for (const char* bad : {"+flip", "sm90_64x96x64_s10_c2_coop+Flip", "sm90_64x96x64_s10_c2_coop+flip+flip",
+                          "sm90_64x96x64_s10_c2_coop flip", "sm90_no_such+flip"}) {
+    g.config = bad;
+    expect_invalid(g, "config");
+    expect_invalid(g, "+flip after");  // the message says how to spell it, and after which configs
+  }
+  // The spelling helpers agree with the table.
+  for (const ti::Config& c : ti::configs()) {
+    const ti::ConfigChoice natural = ti::find_config_choice(c.name);
+    EXPECT_EQ(natural.config, &c);
+    EXPECT_FALSE(natural.flip);
+    const ti::ConfigChoice flipped = ti::find_config_choice(std::string(c.name) + "+flip");
+    EXPECT_EQ(flipped.config, &c);
+    EXPECT_TRUE(flipped.flip);
+    EXPECT_STREQ(ti::config_spelling(c, false), c.name);
+    EXPECT_EQ(std::string(ti::config_spelling(c, true)), std::string(c.name) + "+flip");
+    EXPECT_EQ(ti::spelling_error(ti::config_spelling(c, true)).empty(), c.flip);
   }
 }
 
@@ -934,6 +968,11 @@ TEST(CApi, ConfigStringNullEmptyAndUnknown) {
   EXPECT_TRUE(contains(tessera_last_error(), "bogus"));
   c.config = tessera_gemm_config_name(0);
   EXPECT_EQ(tessera_gemm_workspace_size(&c, &bytes), TESSERA_STATUS_SUCCESS);
+  c.config = "sm90_64x96x64_s10_c2_coop+flip";
+  EXPECT_EQ(tessera_gemm_workspace_size(&c, &bytes), TESSERA_STATUS_SUCCESS);
+  c.config = "sm80_128x256x64_s3_w8+flip";  // an sm80 tile has no flipped orientation
+  EXPECT_EQ(tessera_gemm_workspace_size(&c, &bytes), TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(tessera_last_error(), "flipped orientation"));
 }
 
 TEST(CApi, RoundTripThroughCStructs) {

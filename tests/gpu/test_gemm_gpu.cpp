@@ -1080,6 +1080,58 @@ TEST_F(GemmFlip, ForcedOnEveryConfigThatCan) {
   expect_env_refused("TESSERA_GEMM_FLIP", "2");
 }
 
+// "<config>+flip" asks for the flipped orientation explicitly (what `tessera tune` times and caches):
+// every config that can, right in both D layouts with C, bias and activation and reported as chosen;
+// a call the flip cannot run (an fp32 D, a C laid out unlike D) is refused as NOT_SUPPORTED with D
+// untouched, as is the spelling under TESSERA_GEMM_FLIP=0.
+TEST_F(GemmFlip, ExplicitSpelling) {
+  if (device_facts().cc != 90) GTEST_SKIP() << "the flipped orientation runs on the sm90 path only";
+  for (const std::string& cfg : flip_config_names()) {
+    const std::string flipped = cfg + "+flip";
+    for (int combo : {0, 2 | 4, 1 | 4}) {
+      Case c = sweep_case(flipped, {130, 200, 136, 2, 0, 0.0f}, DType::BF16, DType::BF16);
+      c.op_a = combo & 1 ? Op::T : Op::N;
+      c.op_b = combo & 2 ? Op::T : Op::N;
+      c.d.layout = c.c.layout = combo & 4 ? Layout::ColMajor : Layout::RowMajor;
+      align_out(c);
+      c.beta = 0.75f;
+      c.bias = tessera::BiasMode::PerColumn;
+      c.activation = tessera::Activation::Relu;
+      check("GemmFlip", "explicit +flip", c);
+    }
+    tessera::GemmArgs g = fake_args(256, 512, 512);
+    g.d.dtype = g.a.dtype;  // a 16-bit D: the flip can run
+    g.config = flipped;
+    std::string name;
+    const tessera::Status st = tessera::gemm_select_config(g, &name);
+    ASSERT_TRUE(st.ok()) << st.message;
+    EXPECT_EQ(name, flipped);
+    // The C ABI hands the spelling out in static storage.
+    tessera_gemm_args_t cg = tessera::to_c(g);
+    const char* cname = nullptr;
+    ASSERT_EQ(tessera_gemm_select_config(&cg, &cname), TESSERA_STATUS_SUCCESS);
+    EXPECT_STREQ(cname, flipped.c_str());
+
+    Case fp32 = sweep_case(flipped, {130, 200, 136, 1, 0, 0.0f}, DType::BF16, DType::F32);
+    fp32.expect = TESSERA_STATUS_NOT_SUPPORTED;
+    fp32.expect_message = "cannot run on the flipped orientation";
+    check("GemmFlip", "explicit +flip refused", fp32);
+    Case mixed = sweep_case(flipped, {130, 200, 136, 1, 0, 0.0f}, DType::BF16, DType::BF16);
+    mixed.d.layout = Layout::RowMajor;
+    mixed.c.layout = Layout::ColMajor;
+    align_out(mixed);
+    mixed.c.ld_pad = (mixed.m + 7) / 8 * 8 - mixed.m;
+    mixed.beta = 1.0f;
+    mixed.expect = TESSERA_STATUS_NOT_SUPPORTED;
+    check("GemmFlip", "explicit +flip refused", mixed);
+    EnvGuard off("TESSERA_GEMM_FLIP", "0");
+    Case refused = sweep_case(flipped, {130, 200, 136, 1, 0, 0.0f}, DType::BF16, DType::BF16);
+    align_out(refused);
+    refused.expect = TESSERA_STATUS_NOT_SUPPORTED;
+    check("GemmFlip", "explicit +flip refused", refused);
+  }
+}
+
 // The heuristic flips 128 x 6144 x 4096 with a column-major D (64x96 pairs on the weights, see
 // configs.def) on an H100's 132 SMs; the result is right in either D layout, with and without C.
 TEST_F(GemmFlip, HeuristicDecodeShape) {
@@ -1094,6 +1146,16 @@ TEST_F(GemmFlip, HeuristicDecodeShape) {
       c.beta = beta;
       check("GemmFlip", "heuristic 128x6144x4096", c);
     }
+  // The choice is reported with its orientation.
+  if (f.sm_count == 132) {
+    tessera::GemmArgs g = fake_args(128, 6144, 4096);
+    g.a.dtype = g.b.dtype = g.d.dtype = DType::BF16;
+    g.op_a = tessera::Op::T;  // K-major A (A^T stored column-major)
+    g.a = tessera::dense(g.a.ptr, DType::BF16, 4096, 128, Layout::ColMajor);
+    std::string name;
+    ASSERT_TRUE(tessera::gemm_select_config(g, &name).ok());
+    EXPECT_EQ(name, "sm90_64x96x64_s10_c2_coop+flip");
+  }
 }
 
 // ===================================================================================================
