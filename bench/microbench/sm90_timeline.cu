@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   gi::GemmParams p;
   p.m = M, p.n = N, p.k = K, p.batch = 1;
   p.a = a, p.lda = K, p.b = b, p.ldb = K;
-  p.epi.d = d, p.epi.ldd = N, p.epi.d_dtype = gi::kBF16, p.epi.d_vec = N % 8 == 0;
+  p.epi.d = d, p.epi.ldd = N, p.epi.d_dtype = gi::kBF16, p.epi.d_vec = p.epi.d_tma = N % 8 == 0;
   gi::sm90::Decomposition dec;
   dec.stream_k = stream_k;
   void* ws = nullptr;

@@ -23,13 +23,19 @@ struct EpilogueParams {
   int64_t batch_stride_d = 0;
   int d_dtype = kF32;           // DTypeTag; C has the same dtype
   bool d_vec = false;           // 16-byte stores are legal (base, ldd and batch stride aligned)
+  // D can be written by TMA store: d_vec, and D's contiguous extent (N, or M with d_col_major) fills
+  // whole 16-byte chunks. TMA writes a row's last chunk whole: with a ragged extent (e.g. N = 390
+  // bf16, ldd = 392) it wrote the padding after every row, and past the last row's end (H100,
+  // GemmEpilogue.TmaStoreKeepsThePadding).
+  bool d_tma = false;
   const void* c = nullptr;      // null when beta == 0
   int64_t c_stride_m = 0;       // C(m, n) at c + l * batch_stride_c + m * c_stride_m + n * c_stride_n
   int64_t c_stride_n = 0;
   int64_t batch_stride_c = 0;
   bool c_vec = false;           // c_stride_n == 1 and 16-byte loads are legal
   // C can be loaded by TMA into D's sub-tiles: contiguous along D's contiguous mode (c_stride_n == 1,
-  // or c_stride_m == 1 with d_col_major), 16-byte base, leading dimension and batch stride.
+  // or c_stride_m == 1 with d_col_major), 16-byte base, leading dimension and batch stride, and (as
+  // for d_tma) an extent of whole 16-byte chunks, so that no load reaches past C's last element.
   bool c_tma = false;
   float alpha = 1.0f;
   float beta = 0.0f;

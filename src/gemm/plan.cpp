@@ -86,9 +86,13 @@ GemmPlan make_plan(const GemmArgs& args, bool flip) {
   e.batch_stride_d = batch > 1 ? args.d.batch_stride : 0;
   e.d_dtype = tag_of(args.d.dtype);
   e.d_vec = reinterpret_cast<uintptr_t>(args.d.ptr) % 16 == 0 && e.ldd % per16 == 0 && e.batch_stride_d % per16 == 0;
+  // D's contiguous extent (the same in either orientation) in whole 16-byte chunks: the TMA store's rule.
+  const int64_t d_contiguous = args.d.layout == Layout::RowMajor ? args.d.cols : args.d.rows;
+  const bool whole_chunks = d_contiguous % per16 == 0;
+  e.d_tma = e.d_vec && whole_chunks;
   e.d_col_major = flip;
   // The flip's conditions (GemmPlan::flip_ok); C is checked below.
-  plan.flip_ok = args.d.dtype == args.a.dtype && e.d_vec;
+  plan.flip_ok = args.d.dtype == args.a.dtype && e.d_tma;
   e.alpha = args.alpha;
   e.beta = args.beta;
   if (args.beta != 0.0f) {
@@ -102,7 +106,7 @@ GemmPlan make_plan(const GemmArgs& args, bool flip) {
     const bool c_aligned = reinterpret_cast<uintptr_t>(c.ptr) % 16 == 0 && c.ld % per16 == 0 &&
                            e.batch_stride_c % per16 == 0;
     e.c_vec = e.c_stride_n == 1 && c_aligned;
-    e.c_tma = (flip ? e.c_stride_m == 1 : e.c_stride_n == 1) && c_aligned;
+    e.c_tma = (flip ? e.c_stride_m == 1 : e.c_stride_n == 1) && c_aligned && whole_chunks;
     plan.flip_ok = plan.flip_ok && c.layout == args.d.layout && c_aligned;
   }
   if (args.bias_mode != BiasMode::None && args.bias) {

@@ -618,6 +618,32 @@ TEST(PlanAlignment, OutputVectorFlags) {
   EXPECT_TRUE(checked_plan(g).params.epi.d_vec);
 }
 
+// The TMA store writes a row's last 16-byte chunk whole (H100: N = 390 bf16 with ldd = 392 wrote the
+// padding after every row), so d_tma (and c_tma, flip_ok) also need D's contiguous extent in whole
+// chunks; d_vec (the threads' 16-byte stores, which stop at the extent) does not.
+TEST(PlanAlignment, TmaNeedsWholeChunks) {
+  for (bool col : {false, true})
+    for (int64_t extent : {390, 392, 130, 136, 1}) {
+      const int64_t m = col ? extent : 130, n = col ? 200 : extent;
+      GemmArgs g = rr_args(m, n, 64, 2);
+      g.a.dtype = g.b.dtype = g.d.dtype = DType::BF16;
+      g.d = tessera::dense(P(kD), DType::BF16, m, n, col ? Layout::ColMajor : Layout::RowMajor, 2);
+      g.d.ld = (extent + 7) / 8 * 8 + 8;  // padded: 16-byte aligned rows (columns)
+      g.d.batch_stride = g.d.ld * (col ? n : m);
+      g.beta = 1.0f;
+      g.c = g.d;
+      g.c.ptr = P(kC);
+      const bool whole = extent % 8 == 0;
+      for (bool flip : {false, true}) {
+        const GemmPlan plan = make_plan(g, flip);
+        EXPECT_TRUE(plan.params.epi.d_vec) << extent;
+        EXPECT_EQ(plan.params.epi.d_tma, whole) << extent << (col ? " column-major" : " row-major");
+        EXPECT_EQ(plan.params.epi.c_tma, whole) << extent << (col ? " column-major" : " row-major");
+        EXPECT_EQ(plan.flip_ok, whole) << extent;
+      }
+    }
+}
+
 TEST(PlanAlignment, CVectorFlags) {
   GemmArgs g = rr_args(64, 48, 32, 2);
   g.beta = 1.0f;

@@ -1017,12 +1017,18 @@ class GemmFlip : public GpuTest {
   static void TearDownTestSuite() { tt::print_summary("GemmFlip"); }
 };
 
-// D (and C, stored like D) with a leading dimension that is a multiple of 8 elements: the flipped
-// orientation needs D and C TMA-aligned (GemmPlan::flip_ok); the shapes stay ragged.
+// D (and C, stored like D) padded by 8 elements per row (column) after an extent rounded up to 8, and
+// a batch stride that is a multiple of 8: what the flipped orientation needs D and C to be where the
+// extent itself is a multiple of 8 (GemmPlan::flip_ok), with padding the TMA store must leave alone.
+// (The harness packs batches tightly, (outer - 1) * ld + inner apart.)
 void align_out(Case& c) {
-  const int64_t d_inner = c.d.layout == Layout::RowMajor ? c.n : c.m;
-  c.d.ld_pad = (d_inner + 7) / 8 * 8 - d_inner;
+  const bool row = c.d.layout == Layout::RowMajor;
+  const int64_t inner = row ? c.n : c.m, outer = row ? c.m : c.n;
+  c.d.ld_pad = (inner + 7) / 8 * 8 - inner + 8;
+  const int64_t one = (outer - 1) * (inner + c.d.ld_pad) + inner;
+  c.d.stride_pad = (one + 7) / 8 * 8 - one;
   c.c.ld_pad = c.d.ld_pad;
+  c.c.stride_pad = c.d.stride_pad;
 }
 
 std::vector<std::string> flip_config_names() {
@@ -1036,9 +1042,11 @@ TEST_F(GemmFlip, ForcedOnEveryConfigThatCan) {
   if (device_facts().cc != 90) GTEST_SKIP() << "the flipped orientation runs on the sm90 path only";
   const std::vector<std::string> cfgs = flip_config_names();
   ASSERT_GE(cfgs.size(), size_t(5));
-  EnvGuard env("TESSERA_GEMM_FLIP", "1");
+  // Spelt "+flip", so that a case the flip cannot run fails (NOT_SUPPORTED) instead of passing on the
+  // natural orientation; TESSERA_GEMM_FLIP=1 is checked below.
+  // M and N multiples of 8 (D's extent in whole 16-byte chunks, as the flip needs), ragged in tiles.
   const SweepShape shapes[] = {{200, 136, 72, 2, 0, 0.0f},     // ragged M and N, batched
-                               {130, 390, 520, 3, 0, 0.0f},    // ragged, several tiles, 9 k-tiles
+                               {136, 392, 520, 3, 0, 0.0f},    // ragged, several tiles, 9 k-tiles
                                {1000, 1000, 1000, 1, 0, 0.0f},  // many tiles: the persistent loop
                                {64, 96, 64, 1, 0, 0.0f}};       // one 64x96 tile exactly
   int variant = 0;
@@ -1046,7 +1054,7 @@ TEST_F(GemmFlip, ForcedOnEveryConfigThatCan) {
     for (DType ab : {DType::F16, DType::BF16})
       for (int combo = 0; combo < 8; ++combo)
         for (const SweepShape& sh : shapes) {
-          Case c = sweep_case(cfg, sh, ab, ab);
+          Case c = sweep_case(cfg + "+flip", sh, ab, ab);
           c.op_a = combo & 1 ? Op::T : Op::N;
           c.op_b = combo & 2 ? Op::T : Op::N;
           c.d.layout = c.c.layout = combo & 4 ? Layout::ColMajor : Layout::RowMajor;
@@ -1067,8 +1075,15 @@ TEST_F(GemmFlip, ForcedOnEveryConfigThatCan) {
               c.beta = 1.0f, c.in_place = true;
               break;
           }
-          check("GemmFlip", cfg + " TESSERA_GEMM_FLIP=1", c);
+          check("GemmFlip", cfg + "+flip", c);
         }
+  EnvGuard env("TESSERA_GEMM_FLIP", "1");
+  for (const std::string& cfg : cfgs) {  // the override flips a requested config that can
+    Case c = sweep_case(cfg, shapes[1], DType::BF16, DType::BF16);
+    align_out(c);
+    c.beta = 0.5f;
+    check("GemmFlip", cfg + " TESSERA_GEMM_FLIP=1", c);
+  }
   // Configs that cannot flip ignore the override: the natural orientation, still right.
   for (const std::string& cfg : sm90_config_names()) {
     if (ti::find_config(cfg)->flip) continue;
@@ -1082,14 +1097,14 @@ TEST_F(GemmFlip, ForcedOnEveryConfigThatCan) {
 
 // "<config>+flip" asks for the flipped orientation explicitly (what `tessera tune` times and caches):
 // every config that can, right in both D layouts with C, bias and activation and reported as chosen;
-// a call the flip cannot run (an fp32 D, a C laid out unlike D) is refused as NOT_SUPPORTED with D
-// untouched, as is the spelling under TESSERA_GEMM_FLIP=0.
+// a call the flip cannot run (an fp32 D, a C laid out unlike D, D's extent ragged to 16 bytes) is
+// refused as NOT_SUPPORTED with D untouched, as is the spelling under TESSERA_GEMM_FLIP=0.
 TEST_F(GemmFlip, ExplicitSpelling) {
   if (device_facts().cc != 90) GTEST_SKIP() << "the flipped orientation runs on the sm90 path only";
   for (const std::string& cfg : flip_config_names()) {
     const std::string flipped = cfg + "+flip";
     for (int combo : {0, 2 | 4, 1 | 4}) {
-      Case c = sweep_case(flipped, {130, 200, 136, 2, 0, 0.0f}, DType::BF16, DType::BF16);
+      Case c = sweep_case(flipped, {136, 200, 136, 2, 0, 0.0f}, DType::BF16, DType::BF16);
       c.op_a = combo & 1 ? Op::T : Op::N;
       c.op_b = combo & 2 ? Op::T : Op::N;
       c.d.layout = c.c.layout = combo & 4 ? Layout::ColMajor : Layout::RowMajor;
@@ -1124,8 +1139,13 @@ TEST_F(GemmFlip, ExplicitSpelling) {
     mixed.beta = 1.0f;
     mixed.expect = TESSERA_STATUS_NOT_SUPPORTED;
     check("GemmFlip", "explicit +flip refused", mixed);
+    // D's contiguous extent not in whole 16-byte chunks (130 values): the TMA store cannot write it.
+    Case ragged = sweep_case(flipped, {130, 200, 136, 2, 4, 0.0f}, DType::BF16, DType::BF16);
+    align_out(ragged);
+    ragged.expect = TESSERA_STATUS_NOT_SUPPORTED;
+    check("GemmFlip", "explicit +flip refused", ragged);
     EnvGuard off("TESSERA_GEMM_FLIP", "0");
-    Case refused = sweep_case(flipped, {130, 200, 136, 1, 0, 0.0f}, DType::BF16, DType::BF16);
+    Case refused = sweep_case(flipped, {136, 200, 136, 1, 0, 0.0f}, DType::BF16, DType::BF16);
     align_out(refused);
     refused.expect = TESSERA_STATUS_NOT_SUPPORTED;
     check("GemmFlip", "explicit +flip refused", refused);
@@ -1261,6 +1281,29 @@ TEST_P(GemmEpilogue, InPlaceAndKZero) {
     }
 }
 
+// A 16-bit D with padded rows (columns): nothing but D's elements may change. D's extent ragged to
+// 16 bytes (130 values) or whole (136), either layout, with and without beta * C, batched. The TMA
+// store writes a row's last 16-byte chunk whole, so a ragged extent must leave by the threads'
+// stores (EpilogueParams::d_tma); before that rule it wrote the padding after every row.
+TEST_P(GemmEpilogue, TmaStoreKeepsThePadding) {
+  int variant = 0;
+  for (int combo : {1, 2 | 4, 3, 4})
+    for (int64_t extent : {130, 136})
+      for (float beta : {0.0f, 0.75f}) {
+        Case c = base(tessera::BiasMode::None, tessera::Activation::None, combo, variant++ % 2);
+        const bool row = c.d.layout == Layout::RowMajor;
+        (row ? c.n : c.m) = extent;
+        const int64_t inner = extent, outer = row ? c.m : c.n;
+        c.d.ld_pad = c.c.ld_pad = (inner + 7) / 8 * 8 - inner + 8;
+        const int64_t one = (outer - 1) * (inner + c.d.ld_pad) + inner;
+        c.d.stride_pad = c.c.stride_pad = (one + 7) / 8 * 8 - one;
+        c.beta = beta;
+        if (beta != 0.0f) c.bias = tessera::BiasMode::PerRow;
+        expect_support(c);
+        check("GemmEpilogue", GetParam() + " padded 16-bit D", c);
+      }
+}
+
 INSTANTIATE_TEST_SUITE_P(Configs, GemmEpilogue,
                          ::testing::Values("sm90_128x128x64_s6_coop", "sm90_128x192x64_s5_c2_coop",
                                            "sm90_64x256x64_s5_c2_pingpong",
@@ -1350,3 +1393,4 @@ TEST_F(GemmEpilogueBigBatch, MoreBatchesThanOneGridHolds) {
 }
 
 }  // namespace
+
