@@ -79,9 +79,9 @@ if [ "$mode" = all ] || [ "$mode" = sanitize ]; then
     done
     for cfg in sm90_128x128x64_s6_coop sm90_128x64x64_s8_c1x2_coop sm90_64x96x64_s10_c2_coop sm90_64x64x64_s13_c2_coop sm90_64x64x64_s13_c1x2_coop; do
       for tool in memcheck racecheck; do  # the flipped orientation: transposed sub-tiles, C by ldmatrix.trans
-        echo "-- $tool $cfg TESSERA_GEMM_FLIP=1"
-        TESSERA_GEMM_FLIP=1 compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" gemm --m 200 --n 136 \
-          --k 72 --batch 2 --dtype bf16 --layout tn --beta 0.5 --bias row --activation gelu --config $cfg --verify \
+        echo "-- $tool $cfg+flip"
+        compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" gemm --m 200 --n 136 \
+          --k 72 --batch 2 --dtype bf16 --layout tn --beta 0.5 --bias row --activation gelu --config $cfg+flip --verify \
           --iters 1 --warmup 0 || echo "SANITIZER_FAIL $tool $cfg flipped"
       done
     done
@@ -98,6 +98,12 @@ if [ "$mode" = all ] || [ "$mode" = sanitize ]; then
       compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" gemm --m 8960 --n 256 --k 200 \
         --dtype bf16 --layout tn --beta 0.5 --bias row --config sm90_64x256x64_s5_c2_pingpong --verify --iters 1 \
         --warmup 0 || echo "SANITIZER_FAIL $tool ping-pong"
+    done
+    for tool in memcheck racecheck; do  # a 16-bit D whose rows end mid-chunk, padded: the threads' stores
+      echo "-- $tool ragged padded 16-bit D"
+      compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" gemm --m 130 --n 390 --k 72 --batch 2 \
+        --dtype bf16 --layout tn --d-row-major --ldd 400 --beta 0.5 --config sm90_128x128x64_s6_coop --verify \
+        --iters 1 --warmup 0 || echo "SANITIZER_FAIL $tool ragged padded D"
     done
     echo "-- memcheck padded path (unaligned K)"
     compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tools/tessera" gemm --m 130 --n 70 --k 33 \

@@ -89,7 +89,8 @@ typedef struct tessera_gemm_args_t {
   float beta;
   /* Kernel configuration by name (see tessera_gemm_config_name); NULL or "" = heuristic.
    * "<name>+flip" runs a config that can on the flipped orientation (D^T = B A^T, D stored
-   * transposed; a 16-bit D of the operands' dtype, D and C 16-byte aligned).
+   * transposed; a 16-bit D of the operands' dtype, D and C 16-byte aligned, D's contiguous extent a
+   * multiple of 8).
    * The environment variable TESSERA_GEMM_CONFIG overrides the heuristic too (args win). */
   const char* config;
   const void* bias;             /* device pointer, D's dtype; NULL = no bias                     */

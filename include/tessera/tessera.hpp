@@ -80,7 +80,8 @@ struct GemmArgs {
   float beta = 0.0f;
   // "" = heuristic (or TESSERA_GEMM_CONFIG); else a name from gemm_configs(), with "+flip" appended
   // (where ConfigInfo::flippable) to run it on the flipped orientation: D^T = B A^T computed and D
-  // stored transposed, for a 16-bit D of the operands' dtype and 16-byte aligned D (and C).
+  // stored transposed, for a 16-bit D of the operands' dtype, 16-byte aligned D (and C) and D's
+  // contiguous extent a multiple of 8.
   std::string config;
   // Optional fused epilogue (see tessera_gemm_args_t): a contiguous bias vector in D's dtype, N
   // values per column or M per row, batch l at bias + l * bias_batch_stride (0 = shared), then the

@@ -124,7 +124,8 @@ Status choose(const gemm_impl::ConfigChoice& req, const GemmPlan& plan, const de
       return fail(TESSERA_STATUS_NOT_SUPPORTED,
                   std::string("config: '") + gemm_impl::config_spelling(*c, true) +
                       "': this call cannot run on the flipped orientation (it needs a D of the operands' 16-bit "
-                      "dtype, D and C 16-byte aligned with C laid out like D, TMA-readable operands and K > 0, and "
+                      "dtype, D and C 16-byte aligned with C laid out like D and D's contiguous extent a multiple of 8, "
+                      "TMA-readable operands and K > 0, and "
                       "no TESSERA_GEMM_FLIP=0, TESSERA_GEMM_SPLITS, TESSERA_GEMM_STREAMK=1 or non-TMA "
                       "TESSERA_SM90_EPILOGUE override)");
     *out = {c, true, (req.flip || flip == 2) && c->flip && tma_ok};
