@@ -120,7 +120,8 @@ Status choose(const gemm_impl::ConfigChoice& req, const GemmPlan& plan, const de
                                                     " and " + std::to_string(c->smem_bytes) +
                                                     " bytes of shared memory; this device is sm_" + std::to_string(cc) +
                                                     " with " + std::to_string(dev.smem_optin));
-    if (req.flip && (flip == 0 || !tma_ok))
+    // (K = 0, D = beta * C, has no product to orient: it runs as any K = 0 call does.)
+    if (req.flip && plan.params.k > 0 && (flip == 0 || !tma_ok))
       return fail(TESSERA_STATUS_NOT_SUPPORTED,
                   std::string("config: '") + gemm_impl::config_spelling(*c, true) +
                       "': this call cannot run on the flipped orientation (it needs a D of the operands' 16-bit "

@@ -1139,6 +1139,10 @@ TEST_F(GemmFlip, ExplicitSpelling) {
     mixed.beta = 1.0f;
     mixed.expect = TESSERA_STATUS_NOT_SUPPORTED;
     check("GemmFlip", "explicit +flip refused", mixed);
+    // K = 0 (D = beta * C) has no product to orient: it runs like any K = 0 call.
+    Case k0 = sweep_case(flipped, {136, 200, 0, 2, 4, 0.5f}, DType::BF16, DType::BF16);
+    align_out(k0);
+    check("GemmFlip", "explicit +flip K = 0", k0);
     // D's contiguous extent not in whole 16-byte chunks (130 values): the TMA store cannot write it.
     Case ragged = sweep_case(flipped, {130, 200, 136, 2, 4, 0.0f}, DType::BF16, DType::BF16);
     align_out(ragged);
