@@ -46,8 +46,8 @@ Status requested_config(const GemmArgs& args, gemm_impl::ConfigChoice* out) {
     }
   }
   if (name.empty()) return Status::success();
-  if (const std::string e = gemm_impl::spelling_error(name); !e.empty()) return invalid(std::string(from) + ": " + e);
   *out = gemm_impl::find_config_choice(name);
+  if (!out->config) return invalid(std::string(from) + ": " + gemm_impl::spelling_error(name));
   return Status::success();
 }
 

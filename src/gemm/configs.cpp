@@ -62,20 +62,25 @@ std::string config_names() {
   return s + "; " + kFlipSuffix + " after " + flippable + " for the flipped orientation";
 }
 
-ConfigChoice find_config_choice(const std::string& spelling) {
+namespace {
+// The table entry a spelling names (its name without kFlipSuffix, if it ends so) and whether it is flipped.
+ConfigChoice parse_spelling(const std::string& spelling) {
   const size_t n = std::char_traits<char>::length(kFlipSuffix);
   const bool flip = spelling.size() > n && spelling.compare(spelling.size() - n, n, kFlipSuffix) == 0;
-  const Config* c = find_config(flip ? spelling.substr(0, spelling.size() - n) : spelling);
-  return c ? ConfigChoice{c, flip} : ConfigChoice{};
+  return ConfigChoice{find_config(flip ? spelling.substr(0, spelling.size() - n) : spelling), flip};
+}
+}  // namespace
+
+ConfigChoice find_config_choice(const std::string& spelling) {
+  const ConfigChoice c = parse_spelling(spelling);
+  return c.config && (!c.flip || c.config->flip) ? c : ConfigChoice{};
 }
 
 std::string spelling_error(const std::string& spelling) {
-  const ConfigChoice choice = find_config_choice(spelling);
-  if (!choice.config) return "unknown configuration '" + spelling + "' (known: " + config_names() + ")";
-  if (choice.flip && !choice.config->flip)
-    return "'" + spelling + "': " + choice.config->name + " cannot run on the flipped orientation (known: " +
-           config_names() + ")";
-  return "";
+  const ConfigChoice c = parse_spelling(spelling);
+  if (!c.config) return "unknown configuration '" + spelling + "' (known: " + config_names() + ")";
+  return "'" + spelling + "': " + c.config->name + " cannot run on the flipped orientation (known: " +
+         config_names() + ")";
 }
 
 const char* config_spelling(const Config& c, bool flip) {

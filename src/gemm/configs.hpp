@@ -41,11 +41,9 @@ struct ConfigChoice {
   const Config* config = nullptr;
   bool flip = false;
 };
-// {null, false} for an unknown name; {config, true} for "<name>+flip" (config->flip may be false:
-// spelling_error says why such a spelling is refused).
+// {config, flip} for a valid spelling; {null} for an unknown name or "<name>+flip" on a config that
+// cannot flip, whose error message (after "<where>: ") spelling_error gives.
 ConfigChoice find_config_choice(const std::string& spelling);
-// "" when `spelling` names a config (flipped only where it can flip), else the error message after
-// "<where>: " (an unknown name, or the flipped spelling of a config that cannot take it).
 std::string spelling_error(const std::string& spelling);
 // The spelling of a choice, in static storage (the C API hands it out).
 const char* config_spelling(const Config& c, bool flip);

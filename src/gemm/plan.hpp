@@ -37,8 +37,9 @@ struct GemmPlan {
   // orientation opposite to D's storage (make_plan's `flip`; the canonical D is then column-major,
   // params.epi.d_col_major, which only the sm90 TMA-store epilogue writes).
   bool swapped = false;
-  // The flipped orientation can run there: D is 16-bit of the operands' type, 16-byte aligned (base,
-  // leading dimension, batch stride), and beta = 0 or C is stored like D and as aligned.
+  // The flipped orientation can run there: D is 16-bit of the operands' type, can be TMA-stored
+  // (EpilogueParams::d_tma: 16-byte base, leading dimension and batch stride, an extent of whole
+  // 16-byte chunks), and beta = 0 or C is stored like D and as aligned.
   bool flip_ok = false;
   int ab_dtype = kF16;
   GemmParams params;         // canonical problem, pointing at the caller's operands

@@ -41,9 +41,9 @@ bool device_can_run(const Config& c, const detail::DeviceInfo& dev) {
 ConfigChoice tuned_config(TuneCache& cache, const GemmPlan& plan, const detail::DeviceInfo& dev, bool tma_ok) {
   if (cache.empty()) return {};  // the common case: no file, or nothing tuned
   const std::optional<std::string> name = cache.lookup(make_tune_key(plan, dev));
-  if (!name || !spelling_error(*name).empty()) return {};
+  if (!name) return {};
   const ConfigChoice c = find_config_choice(*name);
-  if (!device_can_run(*c.config, dev)) return {};
+  if (!c.config || !device_can_run(*c.config, dev)) return {};
   if (c.config->kernel == Kernel::Sm90 && !tma_ok) return {};  // as in select_config
   return c;
 }
@@ -55,8 +55,8 @@ std::string gemm_tune_cache_path() { return gemm_impl::global_tune_cache().path(
 Status gemm_tune_store(const GemmArgs& args, const std::string& config, std::string* path) {
   auto impl = [&]() -> Status {
     if (Status s = gemm_impl::validate(args); !s.ok()) return s;
-    if (const std::string e = gemm_impl::spelling_error(config); !e.empty()) return detail::invalid("config: " + e);
     const gemm_impl::Config* c = gemm_impl::find_config_choice(config).config;
+    if (!c) return detail::invalid("config: " + gemm_impl::spelling_error(config));
     const gemm_impl::GemmPlan plan = gemm_impl::make_plan(args);
     if (plan.empty) return detail::invalid("nothing to tune: M, N or the batch count is 0");
     detail::DeviceInfo dev;

@@ -214,8 +214,8 @@ Status validate(const GemmArgs& args) {
     if (overlaps(args.d, batch, v, bias_batches)) return invalid("bias: overlaps d in memory");
   }
 
-  if (!args.config.empty())
-    if (const std::string e = spelling_error(args.config); !e.empty()) return invalid("config: " + e);
+  if (!args.config.empty() && !find_config_choice(args.config).config)
+    return invalid("config: " + spelling_error(args.config));
   return Status::success();
 }
 
