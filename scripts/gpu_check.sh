@@ -105,6 +105,12 @@ if [ "$mode" = all ] || [ "$mode" = sanitize ]; then
         --dtype bf16 --layout tn --d-row-major --ldd 400 --beta 0.5 --config sm90_128x128x64_s6_coop --verify \
         --iters 1 --warmup 0 || echo "SANITIZER_FAIL $tool ragged padded D"
     done
+    for tool in memcheck racecheck; do  # a decode launch with the L2 warm-up at entry (more k-tiles than K has)
+      echo "-- $tool L2 warm-up, decode pairs"
+      TESSERA_GEMM_L2_WARM=16 compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" gemm --m 128 \
+        --n 1024 --k 520 --batch 2 --dtype bf16 --layout tn --beta 0.5 --verify --iters 1 --warmup 0 \
+        || echo "SANITIZER_FAIL $tool L2 warm-up"
+    done
     echo "-- memcheck padded path (unaligned K)"
     compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tools/tessera" gemm --m 130 --n 70 --k 33 \
       --dtype f16 --layout nt --verify --iters 1 --warmup 0 || echo "SANITIZER_FAIL memcheck padded"

@@ -77,6 +77,20 @@ Status binary_override(const char* var, int* mode) {
   return Status::success();
 }
 
+// TESSERA_GEMM_L2_WARM=N (0..64, for measurements) replaces the heuristic's L2 warm-up at entry
+// (gemm_impl::l2_warm_ktiles) on the configs that have one; -1 when unset.
+Status l2_warm_override(int* ktiles) {
+  *ktiles = -1;
+  const char* env = std::getenv("TESSERA_GEMM_L2_WARM");
+  if (!env || !*env) return Status::success();
+  char* end = nullptr;
+  const long v = std::strtol(env, &end, 10);
+  if (*end != '\0' || v < 0 || v > 64)
+    return invalid(std::string("TESSERA_GEMM_L2_WARM: must be an integer in 0..64 (got '") + env + "')");
+  *ktiles = int(v);
+  return Status::success();
+}
+
 // TESSERA_GEMM_STREAMK=0|1 (for measurements) turns stream-K off, or on wherever it can run
 // (split-K ranges from TESSERA_GEMM_SPLITS take precedence); unset = the heuristic's choice (-1).
 Status streamk_override(int* mode) { return binary_override("TESSERA_GEMM_STREAMK", mode); }
@@ -190,6 +204,8 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
   if (Status s = launch_overrides_check(); !s.ok()) return s;
   int forced_flip = -1;
   if (Status s = flip_override(&forced_flip); !s.ok()) return s;
+  int forced_warm = -1;
+  if (Status s = l2_warm_override(&forced_warm); !s.ok()) return s;
   GemmPlan plan = gemm_impl::make_plan(args);
   if (plan.empty) return Status::success();
 
@@ -244,6 +260,8 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
     if (d.stream_k && (d.splits > 1 || gemm_impl::streamk_bytes(*cfg, dev.sm_count) > room)) d.stream_k = false;
     gemm_impl::sm90::Decomposition dec{d};
     if (d.splits > 1 || d.stream_k) dec.workspace = static_cast<char*>(workspace) + pad_bytes;
+    dec.l2_warm = forced_warm >= 0 && cfg->l2_warm ? forced_warm
+                                                   : gemm_impl::l2_warm_ktiles(*cfg, d, p.m, p.n, p.batch, dev.sm_count);
     e = gemm_impl::sm90::run(cfg->id, plan.ab_dtype, plan.a.k_major, plan.b.k_major, p, dev.sm_count, dec, stream);
   }
   else

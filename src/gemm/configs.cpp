@@ -29,7 +29,8 @@ std::vector<Config> build() {
          sm90::smem_bytes_for(bm, bn, bk, stages, sm90::schedule == sm90::kPingpong), 90, 90, reason, throughput, \
          cluster_m, cluster_n, sm90::schedule == sm90::kPingpong,                                                 \
          sm90::supports_stream_k(bm, sm90::schedule == sm90::kPingpong),                                       \
-         sm90::supports_flip(bm, bn, sm90::schedule == sm90::kPingpong)},
+         sm90::supports_flip(bm, bn, sm90::schedule == sm90::kPingpong),                                        \
+         sm90::supports_l2_warm(bm, bn, sm90::schedule == sm90::kPingpong)},
 #include "gemm/sm90/configs.def"
 #undef TESSERA_SM90_CONFIG
   };
@@ -357,6 +358,17 @@ Decomposition select_decomposition(const Config& c, long long m, long long n, lo
   thread_local Memo<std::array<long long, 6>, Decomposition> memo;
   return memo.get({static_cast<long long>(&c - configs().data()), m, n, k, batch, sm_count},
                   [&] { return select_decomposition_uncached(c, m, n, k, batch, sm_count); });
+}
+
+// H100, same run, three alternating repetitions, ratio to cuBLASLt (bench/results/h100_l2_warm_ab_20261125T2120Z_3555b87.txt):
+// 4 k-tiles lift 128x4096x4096 0.993 -> 1.005 (fp16 1.006 -> 1.022), 128x6144x4096 0.998 -> 1.025,
+// 128x8192x8192 0.983 -> 0.988 (fp16 0.974 -> 0.982); 8 k-tiles helped the back-to-back shapes as much
+// but cost the single launches (128x8192x8192 0.968: the prefetches queue ahead of the first ring's
+// loads); the 128x128 tile of 128x28672x4096 (two tiles on most CTAs) lost with any (1.016 -> 1.004).
+int l2_warm_ktiles(const Config& c, const Decomposition& d, long long m, long long n, long long batch, int sm_count) {
+  if (c.kernel != Kernel::Sm90 || !c.l2_warm || d.splits > 1 || d.stream_k || std::min(m, n) > 128) return 0;
+  const long long tiles = ((m + c.bm - 1) / c.bm) * ((n + c.bn - 1) / c.bn) * batch;
+  return tiles <= sm_count ? kL2WarmKTiles : 0;
 }
 
 size_t streamk_bytes(const Config& c, int sm_count) {

@@ -25,6 +25,7 @@ struct Config {
   bool pingpong = false; // sm90: two consumer warpgroups on alternating BM x BN tiles (else cooperative)
   bool stream_k = false;  // sm90: can walk stream-K shares (not the three-warpgroup tile: sm90/config_shape.hpp)
   bool flip = false;      // sm90: can write a column-major canonical D, the flipped orientation (sm90/config_shape.hpp)
+  bool l2_warm = false;   // sm90: can prefetch its first k-tiles into L2 at entry (sm90/config_shape.hpp)
 };
 
 const std::vector<Config>& configs();
@@ -103,6 +104,12 @@ constexpr int kStreamKBoundSms[] = {78, 114, 132};  // gemm_workspace_size cover
 // The Decomposition of least estimated time for config `c` (data-parallel, split-K or stream-K).
 Decomposition select_decomposition(const Config& c, long long m, long long n, long long k, long long batch,
                                    int sm_count);
+// K-tiles of the larger operand that an sm90 kernel prefetches into L2 at entry, before its barriers
+// and cluster are set up and before it waits for the previous kernel (0 = none): on a decode launch
+// (a side of at most 128, one tile per CTA) DRAM starts on the first ring at once, under the
+// previous kernel's tail when launched as its dependent. `m`, `n` of the problem as it runs.
+constexpr int kL2WarmKTiles = 4;
+int l2_warm_ktiles(const Config& c, const Decomposition& d, long long m, long long n, long long batch, int sm_count);
 // Workspace for stream-K on a GPU of `sm_count` SMs: one BM x BN fp32 partial and one flag per CTA
 // of the persistent grid.
 size_t streamk_bytes(const Config& c, int sm_count);

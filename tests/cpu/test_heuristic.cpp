@@ -483,6 +483,41 @@ TEST(Flip, ForcedFlipsWithAConfigThatCan) {
     }
 }
 
+// ---- L2 warm-up at entry (configs.cpp l2_warm_ktiles) ---------------------------------------------------
+
+TEST(L2Warm, OnlyTheDecodeTilesCarryIt) {
+  // Compiled into the cooperative tiles with a side of 64 (sm90/config_shape.hpp): it cost the 64x256
+  // ping-pong tile a stack slot.
+  for (const Config& c : configs()) {
+    if (c.kernel != Kernel::Sm90) {
+      EXPECT_FALSE(c.l2_warm) << c.name;
+      continue;
+    }
+    EXPECT_EQ(c.l2_warm, !c.pingpong && (c.bm == 64 || c.bn == 64)) << c.name;
+  }
+  EXPECT_FALSE(ti::find_config(kSm90Medium)->l2_warm);
+}
+
+TEST(L2Warm, OnOneWaveDecodeLaunchesOnly) {
+  const ti::Decomposition dp{};
+  const Config& small = *ti::find_config(kSm90Small);    // 128x64 pairs
+  const Config& decode = *ti::find_config(kSm90Decode);  // 64x64 pairs
+  // The suite's decode shapes as they run (a column-major D: 8192 x 128, 4096 x 128): one tile per CTA.
+  EXPECT_EQ(ti::l2_warm_ktiles(small, dp, 8192, 128, 1, 132), ti::kL2WarmKTiles);
+  EXPECT_EQ(ti::l2_warm_ktiles(decode, dp, 128, 4096, 1, 132), ti::kL2WarmKTiles);
+  EXPECT_GT(ti::kL2WarmKTiles, 0);
+  // Not beyond one wave (two tiles on a CTA), not with a side above 128, not split or streamed, and
+  // not on a tile without it.
+  EXPECT_EQ(ti::l2_warm_ktiles(small, dp, 16384, 128, 1, 132), 0);
+  EXPECT_EQ(ti::l2_warm_ktiles(small, dp, 4096, 128, 2, 132), ti::kL2WarmKTiles);  // 128 tiles
+  EXPECT_EQ(ti::l2_warm_ktiles(small, dp, 4096, 128, 3, 132), 0);                   // 192
+  EXPECT_EQ(ti::l2_warm_ktiles(small, dp, 1024, 256, 1, 132), 0);
+  EXPECT_EQ(ti::l2_warm_ktiles(small, ti::Decomposition{2, false}, 4096, 128, 1, 132), 0);
+  EXPECT_EQ(ti::l2_warm_ktiles(small, ti::Decomposition{1, true}, 4096, 128, 1, 132), 0);
+  EXPECT_EQ(ti::l2_warm_ktiles(*ti::find_config(kSm90Medium), dp, 8192, 128, 1, 132), 0);
+  EXPECT_EQ(ti::l2_warm_ktiles(ti::fallback_config(), dp, 4096, 128, 1, 132), 0);
+}
+
 // ---- stream-K -----------------------------------------------------------------------------------------
 
 TEST(StreamK, OnlyWhereThePartialWaveCostsClearly) {

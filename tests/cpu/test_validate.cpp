@@ -798,7 +798,8 @@ TEST(ApiChecks, EnvironmentOverridesAreValidatedBeforeTheDevice) {
                        {"TESSERA_GEMM_STREAMK", {"2", "-1", "yes", "1 "}, "1"},
                        {"TESSERA_SM90_EPILOGUE", {"TMA", "smem", "fp32", "auto"}, "staged"},
                        {"TESSERA_GEMM_PDL", {"2", "on", "off", "0 "}, "0"},
-                       {"TESSERA_GEMM_FLIP", {"2", "-1", "yes", "1 "}, "1"}};
+                       {"TESSERA_GEMM_FLIP", {"2", "-1", "yes", "1 "}, "1"},
+                       {"TESSERA_GEMM_L2_WARM", {"-1", "65", "4k", "some"}, "8"}};
   for (const Bad& c : cases) {
     for (const char* bad : c.values) {
       Env e(c.var, bad);

@@ -1003,6 +1003,30 @@ TEST_F(GemmConfigSelection, StreamKSweep) {
   expect_env_refused("TESSERA_GEMM_STREAMK", "2");
 }
 
+// The L2 warm-up at entry forced (TESSERA_GEMM_L2_WARM) on every config that carries it: none, one
+// k-tile, more than the ring and more k-tiles than K has; decode shapes of one wave (where the
+// heuristic warms) and beyond it, ragged edges, batches, beta, a flipped decode shape. A prefetch
+// only moves bytes into L2, so D is checked against the reference like any other call.
+TEST_F(GemmConfigSelection, L2WarmSweep) {
+  const SweepShape shapes[] = {{128, 4096, 512, 1, 1, 0.0f},   // one wave of decode tiles, 8 k-tiles
+                               {4096, 128, 1000, 1, 0, 0.5f},  // the other orientation, ragged K, beta
+                               {130, 390, 200, 2, 2, -1.0f},   // ragged, batched, 4 k-tiles
+                               {128, 2048, 64, 1, 3, 0.0f}};   // one k-tile
+  for (const std::string& cfg : sm90_config_names()) {
+    if (!ti::find_config(cfg)->l2_warm) continue;
+    for (int warm : {0, 1, 4, 17, 64}) {
+      EnvGuard env("TESSERA_GEMM_L2_WARM", std::to_string(warm));
+      for (const SweepShape& sh : shapes)
+        check("GemmConfigSelection", cfg + " TESSERA_GEMM_L2_WARM=" + std::to_string(warm),
+              sweep_case(cfg, sh, warm % 2 ? DType::F16 : DType::BF16, DType::BF16));
+      Case flipped = sweep_case(cfg + "+flip", shapes[1], DType::BF16, DType::BF16);
+      if (ti::find_config(cfg)->flip)
+        check("GemmConfigSelection", cfg + "+flip TESSERA_GEMM_L2_WARM=" + std::to_string(warm), flipped);
+    }
+  }
+  expect_env_refused("TESSERA_GEMM_L2_WARM", "65");
+}
+
 // ===================================================================================================
 // 10b. The flipped orientation (gemm/plan.hpp, make_plan's `flip`): the canonical D column-major,
 //      written by the sm90 transposed TMA-store epilogue (stmatrix.trans sub-tiles, D^T's

@@ -35,6 +35,11 @@ constexpr bool supports_flip(int bm, int bn, bool pingpong) {
   return bn <= 128 && consumer_warpgroups(bm, pingpong) < 3;
 }
 
+// The L2 warm-up at kernel entry (kernel.cuh, KernelParams::prefetch_a / prefetch_b) is compiled into
+// the decode tiles (cooperative, a side of 64), the only ones that use it (gemm/configs.cpp
+// l2_warm_ktiles); in the 64x256 ping-pong tile it cost a stack slot.
+constexpr bool supports_l2_warm(int bm, int bn, bool pingpong) { return !pingpong && (bm == 64 || bn == 64); }
+
 // The epilogue's shared memory per consumer warpgroup (kernel.cuh): the 16-bit D leaves in 64 x 64
 // sub-tiles (8 KB) stored by TMA, double-buffered where shared memory allows (the next sub-tile is
 // written while the previous one's store still reads its buffer), else one buffer; the fp32 staging

@@ -3,7 +3,8 @@
 //
 //   warpgroup 0 (producer, 56 registers): one elected thread walks the CTA's tiles and k-tiles and
 //     issues the TMA loads of A and B into the next free stage (waits on its `empty` barrier, arms
-//     its `full` barrier with the transaction byte count).
+//     its `full` barrier with the transaction byte count). On the decode tiles warp 1 first
+//     prefetches the weights' first k-tiles into L2 (KernelParams::prefetch_a / prefetch_b).
 //   consumer warpgroups (224 registers; 152 when there are three), in one of two schedules:
 //     cooperative: BM / 64 of them (one to three) on one BM x BN tile, each owns 64 rows; while they
 //       run the epilogue the tensor cores idle (the producer already fills the ring for the next tile).
@@ -203,6 +204,7 @@ struct Traits {
   // measurements) replaces the choice where it can run. A column-major D (d_col_major) has only the
   // TMA path: -1 (the launcher refuses) where that cannot run.
   static constexpr bool kFlip = supports_flip(BM, BN, Pingpong);  // a column-major D (config_shape.hpp)
+  static constexpr bool kL2Warm = supports_l2_warm(BM, BN, Pingpong);  // KernelParams::prefetch_a/_b
   static int epilogue_mode(const GemmParams& p, int splits, int forced) {
     const EpilogueParams& e = p.epi;
     if (e.d_col_major) {
@@ -266,6 +268,13 @@ struct KernelParams {
   // Tiles along M and N, and cluster tiles: read from the parameter space where used (computed in
   // the kernel they lived in registers across the persistent loop and spilled the 128x128 tile).
   int tiles_m, tiles_n, tiles_mc, tiles_nc;
+  // L2 warm-up at entry: the first work item's first `prefetch_a` / `prefetch_b` k-tiles of A / B
+  // are prefetched into L2 (TMA prefetch: no shared memory, no barrier) while the barriers are set
+  // up, before the cluster has synchronised and before the wait for the previous kernel, so that
+  // DRAM starts on them at once, under that kernel's tail when launched as its dependent (0 = none;
+  // decode tiles only: Traits::kL2Warm, gemm/configs.cpp l2_warm_ktiles). Safe before the wait: a
+  // prefetch fills L2 only, where the previous kernel's writes land.
+  int prefetch_a, prefetch_b;
 };
 
 // This CTA's position in the grid and the grid's size, read where used: in registers across the
@@ -364,6 +373,33 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
 
   allow_dependent_launch();
   TESSERA_SM90_PROBE_ENTRY()
+
+  // A's and B's tiles in global memory as this CTA's TMA loads see them: its part of each box.
+  auto gmem_views = [&] {
+    const GemmParams& g = p.g;
+    const int la_n = g.batch_stride_a ? g.batch : 1, lb_n = g.batch_stride_b ? g.batch : 1;
+    Tensor mA = p.tma_a.get_tma_tensor(make_shape(g.m, g.k, la_n));             // (M,K,L) coords
+    Tensor mB = p.tma_b.get_tma_tensor(make_shape(g.n, g.k, lb_n));             // (N,K,L) coords
+    Tensor gA = local_tile(mA, Shape<Int<BM>, Int<BK>>{}, make_coord(_, _, _));  // (BM,BK,m,k,l)
+    Tensor gB = local_tile(mB, Shape<Int<BN>, Int<BK>>{}, make_coord(_, _, _));  // (BN,BK,n,k,l)
+    return make_tuple(p.tma_a.get_slice(ClusterN > 1 ? cta_rank : 0).partition_S(gA),   // (TMA,TMA_M,TMA_K,m,k,l)
+                      p.tma_b.get_slice(ClusterM > 1 ? cta_rank : 0).partition_S(gB));  // (TMA,TMA_N,TMA_K,n,k,l)
+  };
+  if (T::kL2Warm && warp == 1 && (p.prefetch_a | p.prefetch_b)) {  // an idle producer warp, while warp 0 sets up
+    if (elect_one_sync()) {
+      Walk first(p.sched, int(blockIdx.x) / kCluster);
+      if (WorkItem w; first.next(p.sched, int(blockIdx.x) / kCluster, int(gridDim.x) / kCluster, w)) {
+        auto views = gmem_views();
+        const TileCoord c = cta_tile(w.tile, p.tiles_mc, p.tiles_nc, cta_rank, ClusterM, ClusterN);
+        const int la = p.g.batch_stride_a ? c.l : 0, lb = p.g.batch_stride_b ? c.l : 0;
+        for (int kt = w.kt_begin; kt < w.kt_begin + p.prefetch_a && kt < w.kt_end; ++kt)
+          cute::prefetch(p.tma_a, get<0>(views)(_, _, _, c.m, kt, la));
+        for (int kt = w.kt_begin; kt < w.kt_begin + p.prefetch_b && kt < w.kt_end; ++kt)
+          cute::prefetch(p.tma_b, get<1>(views)(_, _, _, c.n, kt, lb));
+      }
+    }
+    __syncwarp();
+  }
   if (warp == 0 && elect_one_sync()) {
     prefetch_tma_descriptor(p.tma_a.get_tma_descriptor());
     prefetch_tma_descriptor(p.tma_b.get_tma_descriptor());
@@ -407,17 +443,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     // ---------------- producer ----------------
     cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
     if (warp == 0 && elect_one_sync()) {
-      const int la_n = g.batch_stride_a ? g.batch : 1, lb_n = g.batch_stride_b ? g.batch : 1;
-      Tensor mA = p.tma_a.get_tma_tensor(make_shape(g.m, g.k, la_n));                   // (M,K,L) coords
-      Tensor mB = p.tma_b.get_tma_tensor(make_shape(g.n, g.k, lb_n));                   // (N,K,L) coords
-      Tensor gA = local_tile(mA, Shape<Int<BM>, Int<BK>>{}, make_coord(_, _, _));        // (BM,BK,m,k,l)
-      Tensor gB = local_tile(mB, Shape<Int<BN>, Int<BK>>{}, make_coord(_, _, _));        // (BN,BK,n,k,l)
-      auto tma_a = p.tma_a.get_slice(ClusterN > 1 ? cta_rank : 0);  // this CTA's part of a shared A box
-      auto tma_b = p.tma_b.get_slice(ClusterM > 1 ? cta_rank : 0);  // this CTA's part of a shared B box
-      Tensor tAgA = tma_a.partition_S(gA);  // (TMA,TMA_M,TMA_K,m,k,l)
-      Tensor tAsA = tma_a.partition_D(sA);  // (TMA,TMA_M,TMA_K,PIPE)
-      Tensor tBgB = tma_b.partition_S(gB);  // (TMA,TMA_N,TMA_K,n,k,l)
-      Tensor tBsB = tma_b.partition_D(sB);  // (TMA,TMA_N,TMA_K,PIPE)
+      auto views = gmem_views();
+      Tensor tAgA = get<0>(views);  // (TMA,TMA_M,TMA_K,m,k,l)
+      Tensor tBgB = get<1>(views);  // (TMA,TMA_N,TMA_K,n,k,l)
+      Tensor tAsA = p.tma_a.get_slice(ClusterN > 1 ? cta_rank : 0).partition_D(sA);  // (TMA,TMA_M,TMA_K,PIPE)
+      Tensor tBsB = p.tma_b.get_slice(ClusterM > 1 ? cta_rank : 0).partition_D(sB);  // (TMA,TMA_N,TMA_K,PIPE)
       int stage = 0;
       uint32_t phase = 0;
       bool cluster_ready = kCluster == 1;

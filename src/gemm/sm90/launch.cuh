@@ -156,7 +156,8 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
     const int epi_mode = T::epilogue_mode(q, dec.splits, forced_epilogue());
     if (epi_mode < 0) return cudaErrorInvalidValue;  // a column-major D that the TMA store cannot write
     KernelParams<T> kp{q,  T::make_tma_a(q), T::make_tma_b(q), {}, {}, {}, {}, epi_mode, sched, nullptr, nullptr, nullptr,
-                       nullptr, int(tiles_m), int(tiles_n), int(tiles_mc), int(tiles_nc)};
+                       nullptr, int(tiles_m), int(tiles_n), int(tiles_mc), int(tiles_nc), 0, 0};
+    if constexpr (T::kL2Warm) (q.m > q.n ? kp.prefetch_a : kp.prefetch_b) = dec.l2_warm;  // the weights
     promote_l2_256(kp.tma_a, q.a, q.lda, q.batch_stride_a, sizeof(typename T::Element));
     promote_l2_256(kp.tma_b, q.b, q.ldb, q.batch_stride_b, sizeof(typename T::Element));
     if (kp.epi_mode == kEpiTma) {

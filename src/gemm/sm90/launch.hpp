@@ -11,6 +11,7 @@ namespace tessera::gemm_impl::sm90 {
 // streamk_bytes for stream-K (ignored with splits > 1); 256-byte aligned.
 struct Decomposition : gemm_impl::Decomposition {
   void* workspace = nullptr;
+  int l2_warm = 0;  // k-tiles of the larger operand prefetched into L2 at entry (gemm_impl::l2_warm_ktiles)
 };
 
 // `sm_count` sizes the persistent grid (one CTA per SM at most).
