@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "core/device.hpp"
 #include "core/status.hpp"
@@ -51,18 +52,18 @@ Status requested_config(const GemmArgs& args, gemm_impl::ConfigChoice* out) {
   return Status::success();
 }
 
-// TESSERA_GEMM_SPLITS=N (1..kMaxSplits, for measurements such as a split-K sweep) replaces the
-// heuristic's number of K ranges on the sm90 path; gemm_workspace_size then has room for it (a
-// smaller workspace lowers it).
-Status splits_override(int* splits) {
-  const char* env = std::getenv("TESSERA_GEMM_SPLITS");
+// An integer override in the environment within [lo, hi]: `unset` when absent; anything else is an
+// argument error naming the variable.
+Status integer_override(const char* var, long lo, long hi, int unset, int* value) {
+  *value = unset;
+  const char* env = std::getenv(var);
   if (!env || !*env) return Status::success();
   char* end = nullptr;
   const long v = std::strtol(env, &end, 10);
-  if (*end != '\0' || v < 1 || v > gemm_impl::kMaxSplits)
-    return invalid(std::string("TESSERA_GEMM_SPLITS: must be an integer in 1..") + std::to_string(gemm_impl::kMaxSplits) +
+  if (*end != '\0' || v < lo || v > hi)
+    return invalid(std::string(var) + ": must be an integer in " + std::to_string(lo) + ".." + std::to_string(hi) +
                    " (got '" + env + "')");
-  *splits = int(v);
+  *value = int(v);
   return Status::success();
 }
 
@@ -77,40 +78,48 @@ Status binary_override(const char* var, int* mode) {
   return Status::success();
 }
 
-// TESSERA_GEMM_L2_WARM=N (0..64, for measurements) replaces the heuristic's L2 warm-up at entry
-// (gemm_impl::l2_warm_ktiles) on the configs that have one; -1 when unset.
-Status l2_warm_override(int* ktiles) {
-  *ktiles = -1;
-  const char* env = std::getenv("TESSERA_GEMM_L2_WARM");
-  if (!env || !*env) return Status::success();
-  char* end = nullptr;
-  const long v = std::strtol(env, &end, 10);
-  if (*end != '\0' || v < 0 || v > 64)
-    return invalid(std::string("TESSERA_GEMM_L2_WARM: must be an integer in 0..64 (got '") + env + "')");
-  *ktiles = int(v);
-  return Status::success();
-}
+// The measurement overrides in the environment, read and checked once per call (a typo is an
+// argument error, not silently the default), before the device is touched:
+struct Overrides {
+  // TESSERA_GEMM_SPLITS=N (1..kMaxSplits, e.g. for a split-K sweep) replaces the heuristic's number
+  // of K ranges on the sm90 path; gemm_workspace_size then has room for it (a smaller workspace
+  // lowers it). 0 = unset.
+  int splits = 0;
+  // TESSERA_GEMM_STREAMK=0|1 turns stream-K off, or on wherever it can run (split-K ranges from
+  // TESSERA_GEMM_SPLITS take precedence); -1 = the heuristic's choice.
+  int streamk = -1;
+  // TESSERA_GEMM_FLIP=0|1 (also for tests): 0 never computes the orientation opposite to D's
+  // storage, 1 does wherever the transposed-store epilogue can run it (gemm/plan.hpp, flip_ok), with
+  // the heuristic's or the requested configuration; -1 = the heuristic's choice.
+  int flip = -1;
+  // TESSERA_GEMM_L2_WARM=N (0..64) replaces the heuristic's L2 warm-up at entry
+  // (gemm_impl::l2_warm_ktiles) on the configs that have one; -1 = the heuristic's.
+  int l2_warm = -1;
+  // TESSERA_SM90_EPILOGUE=tma|smem16|staged forces how the sm90 kernels store D where that mode can
+  // run (sm90::EpiMode); kEpiAuto = the kernel's choice.
+  int epilogue = gemm_impl::sm90::kEpiAuto;
+  // TESSERA_GEMM_PDL=0 launches without programmatic dependent launch; unset or 1 keeps it.
+  bool pdl = true;
+};
 
-// TESSERA_GEMM_STREAMK=0|1 (for measurements) turns stream-K off, or on wherever it can run
-// (split-K ranges from TESSERA_GEMM_SPLITS take precedence); unset = the heuristic's choice (-1).
-Status streamk_override(int* mode) { return binary_override("TESSERA_GEMM_STREAMK", mode); }
-
-// TESSERA_GEMM_FLIP=0|1 (for measurements and tests): 0 never computes the orientation opposite to
-// D's storage, 1 does wherever the transposed-store epilogue can run it (gemm/plan.hpp, flip_ok),
-// with the heuristic's or the requested configuration; unset (-1) = the heuristic's choice.
-Status flip_override(int* mode) { return binary_override("TESSERA_GEMM_FLIP", mode); }
-
-// The overrides that sm90/launch.cuh applies, checked here so that a typo is an error rather than
-// silently the default: TESSERA_SM90_EPILOGUE=tma|smem16|staged (for measurements; where that mode
-// can run) and TESSERA_GEMM_PDL=0|1 (programmatic dependent launch off / on).
-Status launch_overrides_check() {
+Status read_overrides(Overrides* o) {
+  *o = Overrides{};
+  if (Status s = integer_override("TESSERA_GEMM_SPLITS", 1, gemm_impl::kMaxSplits, 0, &o->splits); !s.ok()) return s;
+  if (Status s = binary_override("TESSERA_GEMM_STREAMK", &o->streamk); !s.ok()) return s;
+  if (Status s = binary_override("TESSERA_GEMM_FLIP", &o->flip); !s.ok()) return s;
+  if (Status s = integer_override("TESSERA_GEMM_L2_WARM", 0, 64, -1, &o->l2_warm); !s.ok()) return s;
   if (const char* env = std::getenv("TESSERA_SM90_EPILOGUE"); env && *env) {
-    bool known = false;
-    for (const char* ok : {"tma", "smem16", "staged"}) known = known || !std::strcmp(env, ok);
-    if (!known) return invalid(std::string("TESSERA_SM90_EPILOGUE: must be tma, smem16 or staged (got '") + env + "')");
+    using namespace gemm_impl::sm90;
+    const std::pair<const char*, int> modes[] = {{"tma", kEpiTma}, {"smem16", kEpiSmem16}, {"staged", kEpiStaged}};
+    o->epilogue = -1;
+    for (const auto& [spelling, mode] : modes)
+      if (!std::strcmp(env, spelling)) o->epilogue = mode;
+    if (o->epilogue < 0)
+      return invalid(std::string("TESSERA_SM90_EPILOGUE: must be tma, smem16 or staged (got '") + env + "')");
   }
   int pdl = -1;
   if (Status s = binary_override("TESSERA_GEMM_PDL", &pdl); !s.ok()) return s;
+  o->pdl = pdl != 0;
   return Status::success();
 }
 
@@ -160,11 +169,10 @@ Status choose(const gemm_impl::ConfigChoice& req, const GemmPlan& plan, const de
 
 // HeuristicInput::flip for this call: 0 where the flipped orientation cannot run (the plan's D or C,
 // or an override that needs another epilogue or decomposition: gemm/sm90/kernel.cuh epilogue_mode).
-int flip_mode(const GemmPlan& plan, int forced_flip, int forced_splits, int forced_streamk) {
-  const char* epi = std::getenv("TESSERA_SM90_EPILOGUE");
-  const bool epi_ok = !epi || !*epi || !std::strcmp(epi, "tma");
-  if (!plan.flip_ok || !epi_ok || forced_splits > 1 || forced_streamk == 1 || forced_flip == 0) return 0;
-  return forced_flip == 1 ? 2 : 1;
+int flip_mode(const GemmPlan& plan, const Overrides& o) {
+  const bool epi_ok = o.epilogue == gemm_impl::sm90::kEpiAuto || o.epilogue == gemm_impl::sm90::kEpiTma;
+  if (!plan.flip_ok || !epi_ok || o.splits > 1 || o.streamk == 1 || o.flip == 0) return 0;
+  return o.flip == 1 ? 2 : 1;
 }
 
 Status device_for_gemm(detail::DeviceInfo* dev) {
@@ -197,15 +205,8 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
     return invalid("workspace: must be 256-byte aligned (cudaMalloc memory is)");
   gemm_impl::ConfigChoice req;  // an unknown name is an argument error, with or without a GPU
   if (Status s = requested_config(args, &req); !s.ok()) return s;
-  int forced_splits = 0;
-  if (Status s = splits_override(&forced_splits); !s.ok()) return s;
-  int forced_streamk = -1;
-  if (Status s = streamk_override(&forced_streamk); !s.ok()) return s;
-  if (Status s = launch_overrides_check(); !s.ok()) return s;
-  int forced_flip = -1;
-  if (Status s = flip_override(&forced_flip); !s.ok()) return s;
-  int forced_warm = -1;
-  if (Status s = l2_warm_override(&forced_warm); !s.ok()) return s;
+  Overrides o;
+  if (Status s = read_overrides(&o); !s.ok()) return s;
   GemmPlan plan = gemm_impl::make_plan(args);
   if (plan.empty) return Status::success();
 
@@ -215,9 +216,7 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
   const size_t pad_bytes = plan.a.pad_bytes + plan.b.pad_bytes;  // the workspace's first part
   const bool tma_ok = plan.params.k > 0 && (aligned || workspace_bytes >= pad_bytes);
   Choice choice;
-  if (Status s = choose(req, plan, dev, tma_ok, flip_mode(plan, forced_flip, forced_splits, forced_streamk), &choice);
-      !s.ok())
-    return s;
+  if (Status s = choose(req, plan, dev, tma_ok, flip_mode(plan, o), &choice); !s.ok()) return s;
   // The flipped orientation: the same operands and pads with the roles of A and B (M and N) swapped.
   if (choice.flip) plan = gemm_impl::make_plan(args, true);
   auto stream = static_cast<cudaStream_t>(stream_ptr);
@@ -253,15 +252,17 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
     // (The flipped orientation runs data-parallel: its epilogue is the TMA store, split-K's is the staging.)
     gemm_impl::Decomposition d = choice.flip ? gemm_impl::Decomposition{}
                                              : gemm_impl::select_decomposition(*cfg, p.m, p.n, p.k, p.batch, dev.sm_count);
-    if (forced_splits > 0 && !choice.flip) d = gemm_impl::Decomposition{forced_splits, false};
-    if (forced_streamk >= 0 && d.splits == 1 && !choice.flip) d.stream_k = forced_streamk == 1 && cfg->stream_k;
+    if (o.splits > 0 && !choice.flip) d = gemm_impl::Decomposition{o.splits, false};
+    if (o.streamk >= 0 && d.splits == 1 && !choice.flip) d.stream_k = o.streamk == 1 && cfg->stream_k;
     const size_t room = workspace_bytes > pad_bytes ? workspace_bytes - pad_bytes : 0;
     while (d.splits > 1 && gemm_impl::splitk_bytes(*cfg, p.m, p.n, p.batch, d.splits) > room) --d.splits;
     if (d.stream_k && (d.splits > 1 || gemm_impl::streamk_bytes(*cfg, dev.sm_count) > room)) d.stream_k = false;
     gemm_impl::sm90::Decomposition dec{d};
     if (d.splits > 1 || d.stream_k) dec.workspace = static_cast<char*>(workspace) + pad_bytes;
-    dec.l2_warm = forced_warm >= 0 && cfg->l2_warm ? forced_warm
-                                                   : gemm_impl::l2_warm_ktiles(*cfg, d, p.m, p.n, p.batch, dev.sm_count);
+    dec.l2_warm = o.l2_warm >= 0 && cfg->l2_warm ? o.l2_warm
+                                                 : gemm_impl::l2_warm_ktiles(*cfg, d, p.m, p.n, p.batch, dev.sm_count);
+    dec.epilogue = o.epilogue;
+    dec.dependent_launch = o.pdl;
     e = gemm_impl::sm90::run(cfg->id, plan.ab_dtype, plan.a.k_major, plan.b.k_major, p, dev.sm_count, dec, stream);
   }
   else
@@ -278,18 +279,16 @@ Status gemm(const GemmArgs& args, void* stream, void* workspace, size_t workspac
 Status gemm_workspace_size(const GemmArgs& args, size_t* bytes) {
   if (!bytes) return detail::remember(invalid("bytes: null pointer"));
   if (Status s = gemm_impl::validate(args); !s.ok()) return detail::remember(s);
-  int forced_splits = 0;
-  if (Status s = splits_override(&forced_splits); !s.ok()) return detail::remember(s);
+  Overrides o;
+  if (Status s = read_overrides(&o); !s.ok()) return detail::remember(s);
   const GemmPlan plan = gemm_impl::make_plan(args);
   *bytes = plan.workspace_bytes;
-  if (forced_splits > 1 && !plan.empty) {  // room for the forced ranges on any config
+  if (o.splits > 1 && !plan.empty) {  // room for the forced ranges on any config
     const gemm_impl::GemmParams& p = plan.params;
     *bytes = std::max(*bytes, plan.a.pad_bytes + plan.b.pad_bytes +
-                                  gemm_impl::splitk_workspace_bound(p.m, p.n, p.k, p.batch, forced_splits));
+                                  gemm_impl::splitk_workspace_bound(p.m, p.n, p.k, p.batch, o.splits));
   }
-  int forced_streamk = -1;
-  if (Status s = streamk_override(&forced_streamk); !s.ok()) return detail::remember(s);
-  if (forced_streamk == 1 && !plan.empty) {  // room for stream-K on any config and GPU up to the bound
+  if (o.streamk == 1 && !plan.empty) {  // room for stream-K on any config and GPU up to the bound
     size_t most = 0;
     for (const gemm_impl::Config& c : gemm_impl::configs())
       if (c.kernel == gemm_impl::Kernel::Sm90) most = std::max(most, gemm_impl::streamk_bytes(c, gemm_impl::kSplitKBoundSms));
@@ -308,10 +307,10 @@ Status gemm_select_config(const GemmArgs& args, std::string* name) {
     detail::DeviceInfo dev;
     if (Status s = device_for_gemm(&dev); !s.ok()) return s;
     Choice choice;
-    int forced_flip = -1;
-    if (Status s = flip_override(&forced_flip); !s.ok()) return s;
+    Overrides o;
+    if (Status s = read_overrides(&o); !s.ok()) return s;
     // Assuming the workspace gemm_workspace_size asks for (so unaligned operands can be padded).
-    if (Status s = choose(req, plan, dev, plan.params.k > 0, flip_mode(plan, forced_flip, 0, -1), &choice); !s.ok())
+    if (Status s = choose(req, plan, dev, plan.params.k > 0, flip_mode(plan, o), &choice); !s.ok())
       return s;
     *name = gemm_impl::config_spelling(*choice.config, choice.flip);
     return Status::success();

@@ -1203,6 +1203,14 @@ TEST_F(GemmFlip, HeuristicDecodeShape) {
     std::string name;
     ASSERT_TRUE(tessera::gemm_select_config(g, &name).ok());
     EXPECT_EQ(name, "sm90_64x96x64_s10_c2_coop+flip");
+    // An override that rules the flip out for gemm() rules it out of the report too (it ignored
+    // TESSERA_GEMM_SPLITS and TESSERA_GEMM_STREAMK once).
+    for (const auto& [var, value] : {std::pair{"TESSERA_GEMM_SPLITS", "2"}, std::pair{"TESSERA_GEMM_STREAMK", "1"},
+                                     std::pair{"TESSERA_GEMM_FLIP", "0"}, std::pair{"TESSERA_SM90_EPILOGUE", "staged"}}) {
+      EnvGuard env(var, value);
+      ASSERT_TRUE(tessera::gemm_select_config(g, &name).ok()) << var;
+      EXPECT_EQ(name.find("+flip"), std::string::npos) << var << "=" << value << ": " << name;
+    }
   }
 }
 

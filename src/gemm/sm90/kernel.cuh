@@ -34,6 +34,7 @@
 #include "gemm/raster.hpp"
 #include "gemm/schedule.hpp"
 #include "gemm/sm90/config_shape.hpp"
+#include "gemm/sm90/launch.hpp"
 #include "gemm/sm90/probe.cuh"
 
 namespace tessera::gemm_impl::sm90 {
@@ -54,10 +55,7 @@ CUTE_HOST_DEVICE auto operand_stride(int64_t ld, int64_t batch_stride) {
   else return OperandStride<KMajor>{_1{}, ld, batch_stride};
 }
 
-// How the epilogue stores D: kEpiStaged through fp32 smem sub-tiles (any D, the split-K fix-up);
-// kEpiTma as 16-bit 64x64 sub-tiles stored by TMA; kEpiSmem16 as the same 16-bit sub-tiles copied
-// out by the threads (D not TMA-aligned). H100, 4096^3 bf16: 778 / 766 / 592 TFLOP/s.
-enum EpiMode : int { kEpiStaged = 0, kEpiTma = 1, kEpiSmem16 = 2, kEpiAuto = 3 };
+// EpiMode (how the epilogue stores D): gemm/sm90/launch.hpp.
 
 template <int BM_, int BN_, int BK_, int Stages_, int ClusterM_, int ClusterN_, bool Pingpong_, int DT, bool AKMajor_,
           bool BKMajor_>

@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 
 #include "gemm/launch_batched.hpp"
 #include "gemm/schedule.hpp"
@@ -20,30 +18,6 @@ template <int Cfg, int DT, bool AKMajor, bool BKMajor>
 using TraitsOf = Traits<ConfigShape<Cfg>::BM, ConfigShape<Cfg>::BN, ConfigShape<Cfg>::BK, ConfigShape<Cfg>::Stages,
                         ConfigShape<Cfg>::ClusterM, ConfigShape<Cfg>::ClusterN, ConfigShape<Cfg>::Pingpong, DT, AKMajor,
                         BKMajor>;
-
-// TESSERA_SM90_EPILOGUE = tma | smem16 | staged forces how D is stored where that can run (for
-// measurements); unset = the kernel's choice.
-inline int forced_epilogue() {
-  static const int mode = [] {
-    const char* e = std::getenv("TESSERA_SM90_EPILOGUE");
-    if (!e || !*e) return int(kEpiAuto);
-    if (!std::strcmp(e, "tma")) return int(kEpiTma);
-    if (!std::strcmp(e, "smem16")) return int(kEpiSmem16);
-    if (!std::strcmp(e, "staged")) return int(kEpiStaged);
-    return int(kEpiAuto);
-  }();
-  return mode;
-}
-
-// TESSERA_GEMM_PDL=0 launches without programmatic dependent launch (for measurements and
-// debugging); unset or 1 keeps it on (gemm/api.cpp refuses other values before any launch).
-inline bool dependent_launch() {
-  static const bool on = [] {
-    const char* e = std::getenv("TESSERA_GEMM_PDL");
-    return !(e && !std::strcmp(e, "0"));
-  }();
-  return on;
-}
 
 // A's and B's TMA loads fill L2 in 256-byte lines rather than the 128 bytes that CuTe's
 // make_tma_copy encodes (fixed there), when the operand's rows start on 256-byte boundaries: a
@@ -153,7 +127,7 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
     // Persistent: at most one CTA per SM; stream-K shares go to every cluster the GPU holds at once.
     const long long workers = sched.sk_units > 0 ? clusters : std::min<long long>(sched.units, clusters);
 
-    const int epi_mode = T::epilogue_mode(q, dec.splits, forced_epilogue());
+    const int epi_mode = T::epilogue_mode(q, dec.splits, dec.epilogue);
     if (epi_mode < 0) return cudaErrorInvalidValue;  // a column-major D that the TMA store cannot write
     KernelParams<T> kp{q,  T::make_tma_a(q), T::make_tma_b(q), {}, {}, {}, {}, epi_mode, sched, nullptr, nullptr, nullptr,
                        nullptr, int(tiles_m), int(tiles_n), int(tiles_mc), int(tiles_nc), 0, 0};
@@ -183,7 +157,7 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
       if (cudaError_t e = cudaMemsetAsync(kp.sk_flags, 0, slots * sizeof(int), stream); e != cudaSuccess) return e;
     }
     cfg.gridDim = dim3(unsigned(workers * T::kCluster));
-    cfg.numAttrs = dependent_launch() ? 2 : 1;
+    cfg.numAttrs = dec.dependent_launch ? 2 : 1;
     return cudaLaunchKernelEx(&cfg, kernel, kp);
   });
 }

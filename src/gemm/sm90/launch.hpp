@@ -7,11 +7,20 @@
 
 namespace tessera::gemm_impl::sm90 {
 
-// The decomposition (gemm_impl::Decomposition) and its workspace: splitk_bytes for split-K,
-// streamk_bytes for stream-K (ignored with splits > 1); 256-byte aligned.
+// How the epilogue stores D: kEpiStaged through fp32 smem sub-tiles (any D, the split-K fix-up);
+// kEpiTma as 16-bit 64x64 sub-tiles stored by TMA; kEpiSmem16 as the same 16-bit sub-tiles copied
+// out by the threads (D not TMA-aligned). H100, 4096^3 bf16: 778 / 766 / 592 TFLOP/s. kEpiAuto:
+// the kernel's choice (Traits::epilogue_mode).
+enum EpiMode : int { kEpiStaged = 0, kEpiTma = 1, kEpiSmem16 = 2, kEpiAuto = 3 };
+
+// How one call launches (gemm/api.cpp fills it): the decomposition (gemm_impl::Decomposition) and
+// its workspace (splitk_bytes for split-K, streamk_bytes for stream-K, ignored with splits > 1;
+// 256-byte aligned), the L2 warm-up, and the measurement overrides.
 struct Decomposition : gemm_impl::Decomposition {
   void* workspace = nullptr;
-  int l2_warm = 0;  // k-tiles of the larger operand prefetched into L2 at entry (gemm_impl::l2_warm_ktiles)
+  int l2_warm = 0;                // k-tiles of the larger operand prefetched into L2 at entry (gemm_impl::l2_warm_ktiles)
+  int epilogue = kEpiAuto;        // EpiMode forced where it can run (TESSERA_SM90_EPILOGUE)
+  bool dependent_launch = true;   // programmatic dependent launch (TESSERA_GEMM_PDL=0 turns it off)
 };
 
 // `sm_count` sizes the persistent grid (one CTA per SM at most).
