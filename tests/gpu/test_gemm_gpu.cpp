@@ -1073,17 +1073,17 @@ TEST_F(GemmFlip, ForcedOnEveryConfigThatCan) {
                                {136, 392, 520, 3, 0, 0.0f},    // ragged, several tiles, 9 k-tiles
                                {1000, 1000, 1000, 1, 0, 0.0f},  // many tiles: the persistent loop
                                {64, 96, 64, 1, 0, 0.0f}};       // one 64x96 tile exactly
-  int variant = 0;
   for (const std::string& cfg : cfgs)
     for (DType ab : {DType::F16, DType::BF16})
       for (int combo = 0; combo < 8; ++combo)
-        for (const SweepShape& sh : shapes) {
+        for (int s = 0; s < 4; ++s) {
+          const SweepShape& sh = shapes[s];
           Case c = sweep_case(cfg + "+flip", sh, ab, ab);
           c.op_a = combo & 1 ? Op::T : Op::N;
           c.op_b = combo & 2 ? Op::T : Op::N;
           c.d.layout = c.c.layout = combo & 4 ? Layout::ColMajor : Layout::RowMajor;
           align_out(c);
-          switch (variant++ % 4) {
+          switch ((s + combo) % 4) {  // every shape meets every epilogue variant across the combos
             case 0: break;
             case 1:  // beta * C by TMA into the transposed sub-tiles, a per-row bias, GELU
               c.alpha = 0.5f, c.beta = -1.25f;
