@@ -91,14 +91,18 @@ const char* config_spelling(const Config& c, bool flip) {
     for (const Config& x : configs()) v.push_back(std::string(x.name) + kFlipSuffix);
     return v;
   }();
-  for (size_t i = 0; i < configs().size(); ++i)
-    if (!std::strcmp(configs()[i].name, c.name)) return flipped[i].c_str();
-  return c.name;  // not a table entry: never the case for the library's own choices
+  const size_t i = size_t(&c - configs().data());  // callers pass table entries
+  return i < flipped.size() ? flipped[i].c_str() : c.name;
 }
 
 const Config& fallback_config() { return configs().back(); }
 
 namespace {
+
+// BM x BN tiles of an M x N problem, over every batch.
+long long tile_count(const Config& c, long long m, long long n, long long batch) {
+  return ((m + c.bm - 1) / c.bm) * ((n + c.bn - 1) / c.bn) * batch;
+}
 
 // Within one family, tiles are tried from the largest (most reuse per byte loaded, fewest CTAs) to
 // the smallest; the first whose tile count fills every SM once wins. If none does, the smallest
@@ -107,7 +111,7 @@ const Config* select_in(Kernel family, const HeuristicInput& in) {
   const Config* smallest = nullptr;
   for (const Config& c : configs()) {
     if (c.kernel != family || c.smem_bytes > in.smem_optin || in.cc < c.min_cc || in.cc > c.max_cc) continue;
-    const long long tiles = ((in.m + c.bm - 1) / c.bm) * ((in.n + c.bn - 1) / c.bn) * in.batch;
+    const long long tiles = tile_count(c, in.m, in.n, in.batch);
     if (tiles >= in.sm_count) return &c;
     smallest = &c;  // each configs.def lists tiles from large to small
   }
@@ -325,7 +329,7 @@ const Config& select_config(const HeuristicInput& in) {
 int select_splits(const Config& c, long long m, long long n, long long k, long long batch, int sm_count) {
   if (c.kernel != Kernel::Sm90 || sm_count <= 0) return 1;
   // Candidates: up to one wave of units, ranges of >= kMinKTilesPerSplit k-tiles, <= kMaxSplits.
-  const long long tiles = ((m + c.bm - 1) / c.bm) * ((n + c.bn - 1) / c.bn) * batch;
+  const long long tiles = tile_count(c, m, n, batch);
   const long long k_tiles = (k + c.bk - 1) / c.bk;
   long long most = tiles > 0 ? sm_count / tiles : 1;
   if (k_tiles / kMinKTilesPerSplit < most) most = k_tiles / kMinKTilesPerSplit;
@@ -367,7 +371,7 @@ Decomposition select_decomposition(const Config& c, long long m, long long n, lo
 // loads); the 128x128 tile of 128x28672x4096 (two tiles on most CTAs) lost with any (1.016 -> 1.004).
 int l2_warm_ktiles(const Config& c, const Decomposition& d, long long m, long long n, long long batch, int sm_count) {
   if (c.kernel != Kernel::Sm90 || !c.l2_warm || d.splits > 1 || d.stream_k || std::min(m, n) > 128) return 0;
-  const long long tiles = ((m + c.bm - 1) / c.bm) * ((n + c.bn - 1) / c.bn) * batch;
+  const long long tiles = tile_count(c, m, n, batch);
   return tiles <= sm_count ? kL2WarmKTiles : 0;
 }
 
@@ -378,7 +382,7 @@ size_t streamk_bytes(const Config& c, int sm_count) {
 
 size_t splitk_bytes(const Config& c, long long m, long long n, long long batch, int splits) {
   if (splits <= 1) return 0;
-  const long long tiles = ((m + c.bm - 1) / c.bm) * ((n + c.bn - 1) / c.bn) * batch;
+  const long long tiles = tile_count(c, m, n, batch);
   const size_t partials = size_t(tiles) * splits * c.bm * c.bn * sizeof(float);
   const size_t counters = (size_t(tiles) * sizeof(unsigned) + 255) / 256 * 256;
   return partials + counters;
