@@ -6,7 +6,8 @@
 //
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -DCFG=14 \
 //     -Isrc -Iinclude -isystem <cutlass>/include bench/microbench/sm90_timeline.cu -lcuda -o sm90_timeline
-//   ./sm90_timeline M N K [--stream-k] [--flush] [--dump] [--ktiles]   (bf16, A and B K-major, D bf16 row-major)
+//   ./sm90_timeline M N K [--stream-k | --splits S] [--flush] [--dump] [--ktiles]   (bf16, A and B K-major, D bf16 row-major)
+//   --splits S: split-K with S ranges (the "epilogue" row then holds publish, wait and fold)
 //   --flush: overwrite 256 MB before the measured launch, so that its operands come from DRAM
 //   --ktiles: the pipeline per k-tile (a CTA's first probe::kKtiles): a load's latency (producer's
 //     issue -> consumers' `full` passed), the loads in flight at each issue, the consumers' hold
@@ -50,12 +51,14 @@ static double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s M N K [--stream-k] [--flush] [--dump] [--ktiles]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s M N K [--stream-k | --splits S] [--flush] [--dump] [--ktiles]\n", argv[0]);
     return 2;
   }
   const int M = std::atoi(argv[1]), N = std::atoi(argv[2]), K = std::atoi(argv[3]);
   bool stream_k = false, dump = false, flush = false, ktiles = false;
+  int splits = 1;
   for (int i = 4; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--splits") && i + 1 < argc) splits = std::atoi(argv[++i]);
     if (!std::strcmp(argv[i], "--stream-k")) stream_k = true;
     if (!std::strcmp(argv[i], "--flush")) flush = true;
     if (!std::strcmp(argv[i], "--dump")) dump = true;
@@ -77,9 +80,15 @@ int main(int argc, char** argv) {
   p.epi.d = d, p.epi.ldd = N, p.epi.d_dtype = gi::kBF16, p.epi.d_vec = p.epi.d_tma = N % 8 == 0;
   gi::sm90::Decomposition dec;
   dec.stream_k = stream_k;
+  dec.splits = splits;
   void* ws = nullptr;
   if (stream_k) {  // one BM x BN fp32 partial and a flag per CTA: generous for every config
     CHECK(cudaMalloc(&ws, size_t(prop.multiProcessorCount) * (256 * 256 * 4 + 4)));
+    dec.workspace = ws;
+  } else if (splits > 1) {  // every tile's partials, then a counter per tile (gemm_impl::splitk_bytes)
+    using Shape = gi::sm90::ConfigShape<CFG>;
+    const size_t tiles = size_t((M + Shape::BM - 1) / Shape::BM + 1) * ((N + Shape::BN - 1) / Shape::BN + 1);
+    CHECK(cudaMalloc(&ws, tiles * splits * Shape::BM * Shape::BN * 4 + tiles * 4));
     dec.workspace = ws;
   }
   auto run = [&] { CHECK((gi::sm90::launch<CFG, gi::kBF16, true, true>(p, prop.multiProcessorCount, dec, 0))); };
@@ -127,8 +136,8 @@ int main(int argc, char** argv) {
       epi.push_back((next - x.item_end[j]) * 1e-3);
     }
   }
-  std::printf("%s config %d  %dx%dx%d  %s%s  %.1f us (events)  %d CTAs on %d SMs, span %.1f us (globaltimer)\n",
-              prop.name, CFG, M, N, K, stream_k ? "stream-K" : "data-parallel", flush ? ", L2 flushed" : "", ms * 1e3, ctas,
+  std::printf("%s config %d  %dx%dx%d  %s (splits %d)%s  %.1f us (events)  %d CTAs on %d SMs, span %.1f us (globaltimer)\n",
+              prop.name, CFG, M, N, K, stream_k ? "stream-K" : "data-parallel", splits, flush ? ", L2 flushed" : "", ms * 1e3, ctas,
               prop.multiProcessorCount, (t_end - t0) * 1e-3);
   auto row = [](const char* name, std::vector<double> v) {
     if (v.empty()) return;
@@ -140,6 +149,21 @@ int main(int argc, char** argv) {
   row("mainloop per item", mainloop);
   row("epilogue + next item's wait", epi);
   row("CTA exit", exit_t);
+  if (splits > 1) {  // the split-K steps of each CTA's last item (probe marks)
+    std::vector<double> staged, fenced, counted, folded;
+    for (int i = 0; i < ctas; ++i) {
+      const probe::Cta& x = c[i];
+      if (!x.mark[0] || x.items < 1) continue;
+      staged.push_back((x.mark[0] - x.item_end[std::min(x.items, probe::kItems) - 1]) * 1e-3);
+      fenced.push_back((x.mark[1] - x.mark[0]) * 1e-3);
+      counted.push_back((x.mark[2] - x.mark[1]) * 1e-3);
+      if (x.mark[3]) folded.push_back((x.mark[3] - x.mark[2]) * 1e-3);
+    }
+    row("split-K: partial staged out", staged);
+    row("split-K: fence + barrier", fenced);
+    row("split-K: count in (+ wait)", counted);
+    row("split-K: parallel fold", folded);
+  }
   row("items per CTA", items);
   std::printf("  exit by SM id / 16:");
   for (auto& [g, v] : exit_by_group) std::printf("  [%d] n=%zu med %.1f max %.1f", g, v.size(), median(v), *std::max_element(v.begin(), v.end()));

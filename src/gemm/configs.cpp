@@ -130,11 +130,18 @@ const Config* select_in(Kernel family, const HeuristicInput& in) {
 // Measured on an H100 with ncu (3000^3 bf16): 128x128 tiles ran L2-bound (81% of L2 throughput,
 // 327 TFLOP/s), 128x256 tiles in 2x1 clusters used 45% of it and ran at 473 TFLOP/s, which the
 // old model (waves x tile area / throughput) got the wrong way round.
-// Split-K adds a fix-up (the counter memset, every range staging its fp32 partial out, fences and
-// atomics, the last range summing them). Fitted to a forced-split sweep on the H100 (128x128
-// tiles, bf16, back-to-back launches): 128x4096x4096 ran 25.1/27.0/29.2/30.0 us at 1/2/3/4 ranges
-// although the mainloop halves, 1024^3 11.1 vs 18.6 us at 1 vs 2; only long K paid off
-// (128x4096x14336: 72.7 us unsplit, 60.6 at 2 ranges). About 10 us + 5 us per range.
+// Split-K adds a fix-up: the counter memset, every range staging its fp32 partial out, fences and
+// atomics, and the fold of the partials. Serial fold (the last range sums them all alone): fitted
+// to a forced-split sweep on the H100 (128x128 tiles, bf16, back-to-back launches): 128x4096x4096
+// ran 25.1/27.0/29.2/30.0 us at 1/2/3/4 ranges although the mainloop halves, 1024^3 11.1 vs 18.6 us
+// at 1 vs 2; only long K paid off (128x4096x14336: 72.7 us unsplit, 60.6 at 2 ranges). About
+// 10 us + 5 us per range. Parallel fold (sm90::supports_parallel_fold tiles, every unit its own
+// worker: each range folds 1/splits of the tile): each CTA writes one partial and reads one
+// partial's worth back. H200 timeline probes (bench/microbench/sm90_timeline.cu --splits), from a
+// range's mainloop end to its exit: 128x128 tiles 6.4-8.3 us at 33-128 ranges (partial out 1.5-2.3,
+// count in and wait 1.6-2.1, fold 3.1-4.1: ~1 us an L2 round trip of the whole set), 64x64 tiles
+// 3.7-4.5 us at 16-33 ranges: ~2.5 us + the partial's bytes at ~16 KB/us, plus the counter memset,
+// and a little per range (the ranges' atomics on one counter).
 constexpr double kSmFlopsPerUs = 6.45e6;  // per SM in the mainloop at throughput 100 (~850 TFLOP/s on 132 SMs)
 constexpr double kL2BytesPerUs = 6.5e6;   // L2 -> SM, whole GPU (H100: ~90% of the ~7 TB/s ncu peak)
 // A decode shape's small operand (the activations, <= kBroadcastRows of them) is read by every
@@ -161,6 +168,9 @@ constexpr double kSmFeedBytesPerUs = 9.7e4;
 constexpr double kDramPaddedBase = 0.4;
 constexpr double kSplitKFixedUs = 10.0;
 constexpr double kSplitKPerRangeUs = 5.0;
+constexpr double kParallelFoldFixedUs = 4.0;
+constexpr double kParallelFoldBytesPerUs = 1.6e4;  // one CTA's fp32 partial: out, and its share folded
+constexpr double kParallelFoldPerRangeUs = 0.02;
 // Stream-K: the partial wave's k-tiles are shared out evenly after the whole waves (the partial
 // wave disappears); the fix-up is every publisher's fp32 partial written to and read back from L2
 // by the owners, all at about the same time (the shares end together): ~2 x CTAs x BM x BN x 4
@@ -203,7 +213,14 @@ double sm90_cost(const Config& c, long long m, long long n, long long k, long lo
   const double overhead = kTileOverheadUs * c.bm * c.bn / (128.0 * 256.0);
   double iters = double(waves) * k_tiles;  // k-tiles through one SM
   double mma = iters * tile_us + (c.pingpong ? 1.0 : double(waves)) * overhead;
-  double fixup = splits > 1 ? kSplitKFixedUs + kSplitKPerRangeUs * splits : 0.0;
+  double fixup = 0.0;
+  if (splits > 1) {
+    const int cluster = c.cluster_m * c.cluster_n;
+    if (sm90::supports_parallel_fold(c.bm, c.bn, c.pingpong) && units <= sm_count / cluster * cluster)
+      fixup = kParallelFoldFixedUs + kParallelFoldPerRangeUs * splits + c.bm * c.bn * 4.0 / kParallelFoldBytesPerUs;
+    else
+      fixup = kSplitKFixedUs + kSplitKPerRangeUs * splits;
+  }
   if (stream_k && splits == 1) {  // the walk of gemm/schedule.hpp: per worker (cluster), in k-tiles
     const int cluster = c.cluster_m * c.cluster_n;
     const long long workers = sm_count / cluster, ctiles = units / cluster;

@@ -82,10 +82,11 @@ Selection select(const HeuristicInput& in);
 // ---- split-K (sm90 family) ----------------------------------------------------------------------
 // When a problem's output tiles cannot give every SM work (M = 128 LLM decode shapes, 1024^2),
 // K is cut into `splits` ranges of whole k-tiles and the persistent grid walks (tile, range)
-// units. Each unit leaves its fp32 partial tile in the workspace; the last unit of a tile to
-// finish sums the partials in range order (so the result is bitwise reproducible whichever unit
-// finishes last) and runs the epilogue.
-constexpr int kMaxSplits = 16;
+// units. Each unit leaves its fp32 partial tile in the workspace; when every unit has its own
+// worker, each range of a tile then folds 1/splits of the tile's rows, else the last range to
+// finish folds them all (sm90/kernel.cuh); either way in an order fixed by the shape and config,
+// so the result is bitwise reproducible whichever unit finishes last.
+constexpr int kMaxSplits = 128;  // one wave of a 132-SM GPU over a single tile
 constexpr int kMinKTilesPerSplit = 4;   // a range shorter than the pipeline cannot hide the TMA latency
 constexpr int kSplitKBoundSms = 264;    // gemm_workspace_size covers GPUs with up to this many SMs
 

@@ -5,7 +5,8 @@
 // Three decompositions share the walk:
 //   data-parallel   every unit is a whole tile; worker w takes units w, w + workers, ...
 //   split-K         every tile is cut into `splits` K ranges (units tile * splits + range); each range
-//                   leaves its partial in the workspace and the tile's last range sums them.
+//                   leaves its partial in the workspace; with one unit per worker every range then
+//                   folds its share of the tile, else the tile's last range sums them all.
 //   stream-K        the tiles of the partial last wave (the last `sk_units` tiles) are laid end to
 //                   end as one run of sk_units * k_tiles iterations (k-tiles), cut into `workers`
 //                   equal shares; each worker walks its whole waves of data-parallel tiles first,

@@ -294,24 +294,33 @@ TEST(Heuristic, NoSm80ConfigFitsFallsBack) {
 TEST(SplitK, OnlyWhenTheTilesLeaveSMsIdle) {
   const Config& large = *ti::find_config(kSm90Large);
   const Config& medium = *ti::find_config(kSm90Medium);
-  // The fix-up costs ~10 us + 5 us per range (measured), so only long K splits: 128 x 4096 x 4096
-  // (32 tiles of 64 k-tiles) ran fastest unsplit, 128 x 4096 x 14336 (224 k-tiles) at 2 ranges.
-  EXPECT_EQ(ti::select_splits(medium, 128, 4096, 4096, 1, 132), 1);
-  EXPECT_EQ(ti::select_splits(medium, 128, 4096, 14336, 1, 132), 2);
+  // 128x128 tiles fold in parallel (every range folds its share of the tile: ~4 us + 4 us for the
+  // 64 KB partial), so a few-tile problem with enough K splits: 128 x 4096 (32 tiles of 64 or 224
+  // k-tiles) in 3 ranges, 96 CTAs.
+  EXPECT_EQ(ti::select_splits(medium, 128, 4096, 4096, 1, 132), 3);
+  EXPECT_EQ(ti::select_splits(medium, 128, 4096, 14336, 1, 132), 3);
+  // 64 tiles of 16 k-tiles: the fix-up costs more than the mainloop it halves (H100, same run:
+  // 1024^3 on 128x128 tiles 9.2 us unsplit, 17.9 at 2 ranges).
   EXPECT_EQ(ti::select_splits(medium, 1024, 1024, 1024, 1, 132), 1);
   // Enough tiles: no split.
   EXPECT_EQ(ti::select_splits(large, 8192, 8192, 8192, 1, 132), 1);
   EXPECT_EQ(ti::select_splits(medium, 2048, 2048, 8192, 1, 132), 1);
-  // Short K: every range keeps >= kMinKTilesPerSplit k-tiles.
+  // Short K: every range keeps >= kMinKTilesPerSplit k-tiles ...
   EXPECT_EQ(ti::select_splits(medium, 128, 128, 64 * 7, 1, 132), 1);
-  // ... and a split must pay for its fix-up: 2 ranges of 4 k-tiles cost more than 8 k-tiles.
+  // ... and a split must pay for its fix-up: 8 or 16 k-tiles on one tile do not.
   EXPECT_EQ(ti::select_splits(medium, 128, 128, 64 * 8, 1, 132), 1);
-  // 64 k-tiles on one tile: 23.6 us of mainloop does not pay for a fix-up.
-  EXPECT_EQ(ti::select_splits(medium, 128, 128, 64 * 64, 1, 132), 1);
-  // 1024 k-tiles on one tile (~380 us unsplit): 9 ranges of 114 k-tiles (~42 + 55 us of fix-up).
-  EXPECT_EQ(ti::select_splits(medium, 128, 128, 64 * 1024, 1, 132), 9);
-  // One tile, huge K: at most kMaxSplits.
-  EXPECT_EQ(ti::select_splits(medium, 64, 64, 1 << 20, 1, 132), ti::kMaxSplits);
+  EXPECT_EQ(ti::select_splits(medium, 128, 128, 64 * 16, 1, 132), 1);
+  // One tile of 64 k-tiles (~23 us of mainloop): 16 ranges of 4.
+  EXPECT_EQ(ti::select_splits(medium, 128, 128, 64 * 64, 1, 132), 16);
+  // One tile of 1024 k-tiles: 40 ranges, where the DRAM term (32 MB) binds, not all 132 SMs: more
+  // ranges only add fix-up (H100, same run, 128x128x65536 on 128x128 tiles: 25.1 / 24.2 / 25.0 us
+  // at 33 / 66 / 128 ranges). The 128x256 pairs fold serially (~10 us + 5 us a range): 12.
+  EXPECT_EQ(ti::select_splits(medium, 128, 128, 64 * 1024, 1, 132), 40);
+  EXPECT_EQ(ti::select_splits(large, 128, 128, 64 * 1024, 1, 132), 12);
+  // One tile, huge K: DRAM-bound long before kMaxSplits.
+  const int huge = ti::select_splits(medium, 64, 64, 1 << 20, 1, 132);
+  EXPECT_GT(huge, 16);
+  EXPECT_LT(huge, ti::kMaxSplits);
   // Not for the mma.sync family.
   EXPECT_EQ(ti::select_splits(*ti::find_config(kSmall), 128, 4096, 4096, 1, 132), 1);
 }

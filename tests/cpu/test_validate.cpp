@@ -794,7 +794,7 @@ TEST(ApiChecks, EnvironmentOverridesAreValidatedBeforeTheDevice) {
     std::vector<const char*> values;
     const char* good;
   };
-  const Bad cases[] = {{"TESSERA_GEMM_SPLITS", {"0", "17", "-1", "2x", "many"}, "4"},
+  const Bad cases[] = {{"TESSERA_GEMM_SPLITS", {"0", "129", "-1", "2x", "many"}, "4"},
                        {"TESSERA_GEMM_STREAMK", {"2", "-1", "yes", "1 "}, "1"},
                        {"TESSERA_SM90_EPILOGUE", {"TMA", "smem", "fp32", "auto"}, "staged"},
                        {"TESSERA_GEMM_PDL", {"2", "on", "off", "0 "}, "0"},

@@ -977,6 +977,29 @@ TEST_F(GemmConfigSelection, SplitKSweep) {
   expect_env_refused("TESSERA_GEMM_SPLITS", "0");
 }
 
+// Split-K in one round (every unit its own worker): all of a tile's ranges wait for each other and
+// each folds its share of the tile's rows over every partial (kernel.cuh, parallel fold), with up
+// to 32 lanes a chunk. Many ranges of few tiles (a weight gradient's long K), ranges of one k-tile,
+// empty ranges, ragged edges, batches, beta, fp32 D; every result twice, bitwise equal (the fold's
+// order depends on the ranges and the tile only). 64 ranges of 4+ tiles exceed one wave: the
+// serial fold of the last range to arrive, with as many ranges.
+TEST_F(GemmConfigSelection, SplitKParallelFold) {
+  const SweepShape shapes[] = {{200, 136, 8200, 1, 0, 0.0f},   // 4 tiles of 128x128 x 129 k-tiles (ragged K)
+                               {64, 64, 4096, 1, 1, 0.5f},     // one 64-wide tile: up to 32 lanes a chunk
+                               {130, 70, 1000, 2, 2, -1.0f}};  // batched; 16 k-tiles, so ranges of one and none
+  int i = 0;
+  for (const std::string& cfg : sm90_config_names())
+    for (int splits : {7, 33, 64}) {
+      EnvGuard env("TESSERA_GEMM_SPLITS", std::to_string(splits));
+      for (const SweepShape& sh : shapes) {
+        const DType ab = (i % 3) ? DType::BF16 : DType::F16;
+        Case c = sweep_case(cfg, sh, ab, (i++ % 2) ? DType::F32 : ab);
+        c.repeat_bitwise = true;
+        check("GemmConfigSelection", cfg + " TESSERA_GEMM_SPLITS one-round sweep", c);
+      }
+    }
+}
+
 // Stream-K forced on (TESSERA_GEMM_STREAMK=1): tiles cut among several workers (fewer tiles than
 // SMs, a tile spread over up to ~33 shares), whole data-parallel waves and then the partial wave
 // streamed, ragged edges and cluster ranks past the last tile, batches, beta, fp32 D, both D

@@ -27,6 +27,15 @@ constexpr int consumer_warpgroups(int bm, bool pingpong) { return pingpong ? 2 :
 // 64K), and the fix-up's loads spilled them. Those configs run data-parallel or split-K only.
 constexpr bool supports_stream_k(int bm, bool pingpong) { return consumer_warpgroups(bm, pingpong) < 3; }
 
+// Split-K's parallel fold (kernel.cuh: in one round every range folds 1/splits of its tile) is
+// compiled into the tiles at most 128 wide with one or two consumer warpgroups, the few-tile
+// shapes' tiles; in the wider ones the consumers' mainloop uses every register setmaxnreg gives them
+// (R221 of 224, R149 of 152) and the fold's code spilled 4 to 196 bytes. They fold serially: the
+// last range to arrive sums every partial alone.
+constexpr bool supports_parallel_fold(int bm, int bn, bool pingpong) {
+  return bn <= 128 && consumer_warpgroups(bm, pingpong) < 3;
+}
+
 // The transposed TMA-store epilogue of a column-major canonical D (the flipped orientation,
 // gemm/plan.hpp) is compiled into the tiles at most 128 wide with one or two consumer warpgroups:
 // the decode tiles it exists for. Its addresses and branch spilled the 128x256 (224 registers) and

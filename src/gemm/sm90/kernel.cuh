@@ -232,7 +232,7 @@ struct Traits {
     uint64_t empty[Stages];
     uint64_t turn[Pingpong ? 2 : 1];  // ping-pong: consumer warpgroup i may start its next mainloop
     uint64_t c_full[kConsumers];      // beta * C by TMA: warpgroup i's C sub-tile has landed
-    uint32_t splitk_last[kConsumers];  // split-K: "this unit finishes its tile", to the tile's threads
+    uint32_t splitk_last[kConsumers];  // split-K: "this range folds", to the tile's threads
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
 
@@ -260,7 +260,7 @@ struct KernelParams {
   int epi_mode;            // EpiMode: how the epilogue stores D
   Schedule sched;          // the persistent walk (gemm/schedule.hpp): data-parallel, split-K or stream-K
   float* partials;     // split-K: [tile][split][BM][BN] fp32 partial tiles
-  unsigned* counters;  // split-K: per-tile count of finished ranges (zero on entry; reset by the last)
+  unsigned* counters;  // split-K: per-tile count of finished ranges (zeroed by the launcher)
   float* sk_partials;  // stream-K: one BM x BN fp32 partial per CTA of the grid, in accumulator order
   int* sk_flags;       // stream-K: per CTA, 1 once its partial is published (zeroed by the launcher)
   // Tiles along M and N, and cluster tiles: read from the parameter space where used (computed in
@@ -280,6 +280,11 @@ struct KernelParams {
 __device__ __forceinline__ int cta_index() {
   int v;
   asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(v));
+  return v;
+}
+__device__ __forceinline__ int thread_index() {
+  int v;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(v));
   return v;
 }
 __device__ __forceinline__ int grid_size() {
@@ -302,6 +307,11 @@ __device__ __forceinline__ void store_release(int* p, int v) {
 }
 __device__ __forceinline__ int load_acquire(const int* p) {
   int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
+  unsigned v;
   asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
@@ -898,47 +908,121 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       continue;
     }
 
-    // Split-K: publish this range's partial tile (row-major BM x BN fp32, coalesced), count the
-    // range in, and let only the tile's last range go on. It sums every range's partial from the
-    // workspace (its own too, so the accumulators are dead by then: no register pressure) in range
-    // order, p_0 + p_1 + ...: the same bits whichever range finished last.
+    // Split-K: publish this range's partial tile (row-major BM x BN fp32), count the range in, and
+    // fold: the sum of every range's partial comes from the workspace (this range's own too, so the
+    // accumulators are dead by then), in an order that timing cannot change.
     const long long tile = ((long long)c.l * tiles_m + c.m) * tiles_n + c.n;  // this CTA's tile: its slots
     float* const tile_partials = p.partials + tile * sched.splits * (BM * BN);
-    float* const mine = tile_partials + split * (BM * BN);
-    staged([&](int row, int col, float (&v)[8]) {
-      float4* dst = reinterpret_cast<float4*>(mine + row * BN + col);
-      __stcg(dst, make_float4(v[0], v[1], v[2], v[3]));
-      __stcg(dst + 1, make_float4(v[4], v[5], v[6], v[7]));
-    });
-    __threadfence();
+    constexpr bool kParallelFold = supports_parallel_fold(BM, BN, T::Pingpong);
+    if constexpr (kParallelFold) {
+      // Straight from the accumulators, two columns a store: a warp's store covers 8 rows x 32
+      // bytes, whole sectors. (Through the smem staging, as D leaves, a 128 x 128 partial took
+      // 2.6 us on an H200, this way ~1.) The wider tiles stage it: their registers are all taken
+      // (the direct stores spilled 12 bytes of 128x256 and 32 of 192x192).
+      float* const rows = tile_partials + split * (BM * BN) + (wg_row0 + 16 * wg_warp + lane / 4) * BN + 2 * (lane % 4);
+      CUTE_UNROLL
+      for (int j = 0; j < BN / 8; ++j)
+        CUTE_UNROLL
+        for (int h = 0; h < 2; ++h)
+          __stcg(reinterpret_cast<float2*>(rows + 8 * h * BN + 8 * j), make_float2(acc(4 * j + 2 * h), acc(4 * j + 2 * h + 1)));
+    } else {
+      float* const mine = tile_partials + split * (BM * BN);
+      staged([&](int row, int col, float (&v)[8]) {
+        float4* dst = reinterpret_cast<float4*>(mine + row * BN + col);
+        __stcg(dst, make_float4(v[0], v[1], v[2], v[3]));
+        __stcg(dst + 1, make_float4(v[4], v[5], v[6], v[7]));
+      });
+    }
+    TESSERA_SM90_PROBE_MARK(0)
     cutlass::arch::NamedBarrier::arrive_and_wait(T::kTileThreads, tile_barrier);
-    uint32_t& splitk_last = smem.splitk_last[T::Pingpong ? warp_group - 1 : 0];
+    TESSERA_SM90_PROBE_MARK(1)
+    // One round (every unit has its own worker, so all of a tile's ranges run at once): each range
+    // waits for the others and folds its 1/splits of the tile. Otherwise the last range to arrive
+    // folds the whole tile alone: a range still queued behind an earlier unit of its worker cannot
+    // be waited for. (The wider tiles always fold serially: supports_parallel_fold.)
+    const bool one_round = kParallelFold && sched.units <= grid_size() / kCluster;
+    uint32_t& folds = smem.splitk_last[T::Pingpong ? warp_group - 1 : 0];
+    // One thread counts the range in for the tile's threads (the barrier above orders their stores
+    // before its fence, as in a cooperative grid sync), and its acquire before the barrier below
+    // orders every range's stores before the fold's loads.
     if (ttid == 0) {
+      __threadfence();
       const unsigned done = atomicAdd(p.counters + tile, 1u);
-      const bool last = done == unsigned(sched.splits - 1);
-      if (last) p.counters[tile] = 0;  // ready for the next call on this workspace
-      splitk_last = last;
+      if (one_round) {
+        while (load_acquire(p.counters + tile) < unsigned(sched.splits)) {
+        }
+      }
+      __threadfence();
+      folds = one_round || done == unsigned(sched.splits - 1);
     }
     cutlass::arch::NamedBarrier::arrive_and_wait(T::kTileThreads, tile_barrier);
-    if (!splitk_last) continue;
-    __threadfence();
-    // This warpgroup's 64 x BN rows: kIters chunks of 8 floats per thread (chunk `it` is number
-    // it * 128 + wtid in row-major order), summed in registers (the accumulators are dead here) in
-    // passes of kPass chunks. Within a pass the loads of kGroup ranges are issued together before
-    // any is added, so a pass costs one L2 round trip per kGroup ranges (not one per range); the
-    // adds still run in range order p_0 + p_1 + ..., so the result does not depend on timing.
-    constexpr int kRowChunks = BN / 8, kIters = 64 * kRowChunks / 128;
-    // 64 floats in flight either way. A 256-wide tile keeps its dead 128 accumulators live across
-    // the persistent loop, so it cannot afford more (kGroup 4 spilled there); 128-wide tiles group 4 ranges
-    // (2 chunks each) per round trip, the 256-wide ones 1 range of 4 chunks.
-    // Three consumer warpgroups have 152 registers: one range per round trip there too, and 32
-    // floats in flight (64 spilled the 192x192 tile).
-    constexpr int kGroup = BN <= 128 && T::kConsumers < 3 ? 4 : 1, kPass = BN <= 128 || T::kConsumers == 3 ? 2 : 4;
-    const float4* const base = reinterpret_cast<const float4*>(tile_partials) + (wg_row0 * BN) / 4 + 2 * wtid;
+    TESSERA_SM90_PROBE_MARK(2)
+    if (!folds) continue;
+    if constexpr (kParallelFold) {
+      // The fold: float4s [u0, u1) of the tile (row-major), summed over every range's partial. In one
+      // round range `split` folds its 1/splits of the tile's 8-float chunks, else the last range all.
+      // A warp reads U consecutive float4s (U x 16 bytes, whole sectors) from each of `lanes`
+      // partials at a time: lane (sub, u) sums ranges sub, sub + lanes, ... (kGroup loads in
+      // flight), the subs add their sums in a butterfly, and the even lane of each pair of float4s
+      // stores the 8-float chunk. The order depends on the splits, the tile and the round only, so
+      // the bits do not depend on timing. The fold costs its L2 round trips, ~1 us each with every
+      // range loading at once (H100/H200 probes: 128 x 128 tiles 3.1-4.1 us at 33-128 ranges, 3-4
+      // round trips; 64 x 64 tiles 1.5 / 2.3 us at 16 / 33 ranges, 1 / 2).
+      constexpr int kChunks = BM * BN / 8, kGroup = 8;
+      const int S = sched.splits;
+      const int u0 = one_round ? 2 * (split * kChunks / S) : 0;
+      const int u1 = one_round ? 2 * ((split + 1) * kChunks / S) : 2 * kChunks;
+      int lanes = 1;  // 1, 2 or 4 partials a load instruction: U = 32, 16 or 8
+      while (lanes < 4 && lanes * kGroup < S) lanes *= 2;
+      // ttid, read again: one register less held across the mainloop (it spilled the 128x128 tile)
+      const int fold_tid = T::Pingpong ? thread_index() % 128 : thread_index() - 128;
+      const int U = 32 / lanes, sub = (fold_tid % 32) / U, u = fold_tid % U;
+      const int per_pass = T::kTileThreads / 32 * U;
+      const float4* const part0 = reinterpret_cast<const float4*>(tile_partials);
+#pragma unroll 1  // one copy of `store` (see `staged`)
+      for (int pass = u0; pass < u1; pass += per_pass) {  // uniform: the shuffles need every lane
+        const int unit = pass + fold_tid / 32 * U + u;
+        float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (unit < u1) {
+          // Ranges sub, sub + lanes, ...: one pointer, stepped (64-bit products cost registers).
+          const float4* src = part0 + size_t(sub) * (BM * BN / 4) + unit;
+          const size_t step = size_t(lanes) * (BM * BN / 4);
+#pragma unroll 1
+          for (int r0 = sub; r0 < S; r0 += kGroup * lanes, src += kGroup * step) {
+            float4 x[kGroup];
+            CUTE_UNROLL
+            for (int q = 0; q < kGroup; ++q)
+              if (r0 + q * lanes < S) x[q] = __ldcg(src + q * step);
+            CUTE_UNROLL
+            for (int q = 0; q < kGroup; ++q)
+              if (r0 + q * lanes < S) sum.x += x[q].x, sum.y += x[q].y, sum.z += x[q].z, sum.w += x[q].w;
+          }
+        }
+        for (int off = U; off < 32; off *= 2) {  // every sub ends with the same bits
+          sum.x += __shfl_xor_sync(0xffffffffu, sum.x, off), sum.y += __shfl_xor_sync(0xffffffffu, sum.y, off);
+          sum.z += __shfl_xor_sync(0xffffffffu, sum.z, off), sum.w += __shfl_xor_sync(0xffffffffu, sum.w, off);
+        }
+        float4 next;  // the odd neighbour's float4: the chunk's second half
+        next.x = __shfl_down_sync(0xffffffffu, sum.x, 1), next.y = __shfl_down_sync(0xffffffffu, sum.y, 1);
+        next.z = __shfl_down_sync(0xffffffffu, sum.z, 1), next.w = __shfl_down_sync(0xffffffffu, sum.w, 1);
+        if (unit < u1 && sub == 0 && u % 2 == 0) {  // u1 is even: the odd neighbour is in range too
+          float v[8] = {sum.x, sum.y, sum.z, sum.w, next.x, next.y, next.z, next.w};
+          store(unit / 2 / (BN / 8), (unit / 2 % (BN / 8)) * 8, v);
+        }
+      }
+      TESSERA_SM90_PROBE_MARK(3)
+    } else {
+      // The serial fold of the wide tiles. This warpgroup's 64 x BN rows: kIters chunks of 8 floats
+      // per thread (chunk `it` is number it * 128 + wtid in row-major order), summed in registers
+      // in passes of kPass chunks, range 0 first, then one range per L2 round trip (64 floats in
+      // flight: a 256-wide tile keeps its dead 128 accumulators live across the persistent loop,
+      // and more spilled it; three consumer warpgroups have 152 registers and keep 32 in flight,
+      // as 64 spilled the 192x192 tile). The adds run in range order p_0 + p_1 + ...
+      constexpr int kRowChunks = BN / 8, kIters = 64 * kRowChunks / 128, kPass = T::kConsumers == 3 ? 2 : 4;
+      const float4* const base = reinterpret_cast<const float4*>(tile_partials) + (wg_row0 * BN) / 4 + 2 * wtid;
 #pragma unroll 1  // one copy of `store` per pass (see `staged`)
-    for (int p0 = 0; p0 < kIters; p0 += kPass) {
-      float4 lo[kPass], hi[kPass];
-      if constexpr (kGroup == 1) {  // range 0, then one range per round trip
+      for (int p0 = 0; p0 < kIters; p0 += kPass) {
+        float4 lo[kPass], hi[kPass];
         CUTE_UNROLL
         for (int q = 0; q < kPass; ++q) lo[q] = __ldcg(base + 256 * (p0 + q)), hi[q] = __ldcg(base + 256 * (p0 + q) + 1);
         for (int r = 1; r < sched.splits; ++r) {
@@ -952,38 +1036,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
             hi[q].x += xh[q].x, hi[q].y += xh[q].y, hi[q].z += xh[q].z, hi[q].w += xh[q].w;
           }
         }
-      } else {  // kGroup ranges per round trip, range 0 in the first group
-        for (int r0 = 0; r0 < sched.splits; r0 += kGroup) {
-          float4 xl[kGroup][kPass], xh[kGroup][kPass];
-          CUTE_UNROLL
-          for (int g = 0; g < kGroup; ++g) {
-            if (r0 + g < sched.splits) {
-              const float4* const part = base + size_t(r0 + g) * (BM * BN / 4);  // range r0 + g's partial
-              CUTE_UNROLL
-              for (int q = 0; q < kPass; ++q)
-                xl[g][q] = __ldcg(part + 256 * (p0 + q)), xh[g][q] = __ldcg(part + 256 * (p0 + q) + 1);
-            }
-          }
-          CUTE_UNROLL
-          for (int g = 0; g < kGroup; ++g) {
-            if (r0 + g == 0) {
-              CUTE_UNROLL
-              for (int q = 0; q < kPass; ++q) lo[q] = xl[0][q], hi[q] = xh[0][q];
-            } else if (r0 + g < sched.splits) {
-              CUTE_UNROLL
-              for (int q = 0; q < kPass; ++q) {
-                lo[q].x += xl[g][q].x, lo[q].y += xl[g][q].y, lo[q].z += xl[g][q].z, lo[q].w += xl[g][q].w;
-                hi[q].x += xh[g][q].x, hi[q].y += xh[g][q].y, hi[q].z += xh[g][q].z, hi[q].w += xh[g][q].w;
-              }
-            }
-          }
+        CUTE_UNROLL
+        for (int q = 0; q < kPass; ++q) {
+          const int idx = (p0 + q) * 128 + wtid;
+          float v[8] = {lo[q].x, lo[q].y, lo[q].z, lo[q].w, hi[q].x, hi[q].y, hi[q].z, hi[q].w};
+          store(wg_row0 + idx / kRowChunks, (idx % kRowChunks) * 8, v);
         }
-      }
-      CUTE_UNROLL
-      for (int q = 0; q < kPass; ++q) {
-        const int idx = (p0 + q) * 128 + wtid;
-        float v[8] = {lo[q].x, lo[q].y, lo[q].z, lo[q].w, hi[q].x, hi[q].y, hi[q].z, hi[q].w};
-        store(wg_row0 + idx / kRowChunks, (idx % kRowChunks) * 8, v);
       }
     }
   }

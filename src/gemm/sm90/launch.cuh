@@ -142,8 +142,8 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
       if (with_c && !col) kp.tma_c = T::make_tma_c(q);
     }
     if (dec.splits > 1) {
-      // Layout of gemm_impl::splitk_bytes: partial tiles, then one counter per tile (zeroed here;
-      // the kernel leaves them zero again).
+      // Layout of gemm_impl::splitk_bytes: partial tiles, then one counter per tile (zeroed here:
+      // a caller's workspace arrives with anything in it).
       kp.partials = static_cast<float*>(dec.workspace);
       kp.counters = reinterpret_cast<unsigned*>(kp.partials + tiles * dec.splits * T::BM * T::BN);
       if (cudaError_t e = cudaMemsetAsync(kp.counters, 0, tiles * sizeof(unsigned), stream); e != cudaSuccess)

@@ -11,8 +11,10 @@ namespace tessera::gemm_impl::sm90 {
 #ifdef TESSERA_SM90_PROBE
 namespace probe {
 constexpr int kCtas = 1024, kItems = 16, kKtiles = 256;
+constexpr int kMarks = 4;
 struct Cta {
   unsigned long long entry, start, exit, item_begin[kItems], item_end[kItems];
+  unsigned long long mark[kMarks];  // the last item's split-K steps (TESSERA_SM90_PROBE_MARK)
   int sm, items, tile[kItems];
 };
 __device__ Cta ctas[kCtas];
@@ -60,7 +62,11 @@ __device__ __forceinline__ bool recorder() { return threadIdx.x == 128 && blockI
 #define TESSERA_SM90_PROBE_CONSUMED(field_, kt_) \
   if (probe::recorder()) { TESSERA_SM90_PROBE_KTILE(field_, probe_ktile + (kt_)) }
 #define TESSERA_SM90_PROBE_ITEM_KTILES(k_count_) probe_ktile += (k_count_);
+// Split-K's steps after the mainloop: 0 partial staged out, 1 fenced, 2 counted in (and waited), 3 folded.
+#define TESSERA_SM90_PROBE_MARK(n_) \
+  if (probe::recorder()) probe::ctas[blockIdx.x].mark[n_] = probe::now();
 #else
+#define TESSERA_SM90_PROBE_MARK(n_)
 #define TESSERA_SM90_PROBE_KTILE(field_, n_)
 #define TESSERA_SM90_PROBE_PRODUCER_START()
 #define TESSERA_SM90_PROBE_ISSUED()
