@@ -93,11 +93,13 @@ if [ "$mode" = all ] || [ "$mode" = sanitize ]; then
           echo "SANITIZER_FAIL $tool $cfg split-K"
       done
     done
-    for cfg in sm90_128x128x64_s6_coop sm90_64x256x64_s5_c2_pingpong sm90_128x256x64_s4_c2_coop; do
-      for tool in memcheck racecheck; do  # split-K in one round: every range waits for the others, folds its share
+    # Split-K in one round (one tile or cluster tile, 33 ranges): the parallel fold of the narrow
+    # tiles (every range waits for the others and folds its share), and a wide tile's serial fold.
+    for cfg in sm90_128x128x64_s6_coop sm90_64x64x64_s13_c2_coop sm90_128x64x64_s8_c1x2_coop sm90_64x256x64_s5_c2_pingpong; do
+      for tool in memcheck racecheck; do
         echo "-- $tool $cfg split-K 33, one round"
         TESSERA_GEMM_SPLITS=33 timeout 60 compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" gemm \
-          --m 200 --n 136 --k 2100 --dtype bf16 --layout tn --beta 0.5 --bias col --config $cfg --verify --iters 1 \
+          --m 120 --n 60 --k 2100 --dtype bf16 --layout tn --beta 0.5 --bias col --config $cfg --verify --iters 1 \
           --warmup 0 || echo "SANITIZER_FAIL $tool $cfg split-K one round"
       done
     done
