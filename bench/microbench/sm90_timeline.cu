@@ -85,10 +85,10 @@ int main(int argc, char** argv) {
   if (stream_k) {  // one BM x BN fp32 partial and a flag per CTA: generous for every config
     CHECK(cudaMalloc(&ws, size_t(prop.multiProcessorCount) * (256 * 256 * 4 + 4)));
     dec.workspace = ws;
-  } else if (splits > 1) {  // every tile's partials, then a counter per tile (gemm_impl::splitk_bytes)
+  } else if (splits > 1) {  // every tile's partials, then a counter or flags per tile (gemm_impl::splitk_bytes)
     using Shape = gi::sm90::ConfigShape<CFG>;
     const size_t tiles = size_t((M + Shape::BM - 1) / Shape::BM + 1) * ((N + Shape::BN - 1) / Shape::BN + 1);
-    CHECK(cudaMalloc(&ws, tiles * splits * Shape::BM * Shape::BN * 4 + tiles * 4));
+    CHECK(cudaMalloc(&ws, tiles * splits * (Shape::BM * Shape::BN * 4 + 8)));
     dec.workspace = ws;
   }
   auto run = [&] { CHECK((gi::sm90::launch<CFG, gi::kBF16, true, true>(p, prop.multiProcessorCount, dec, 0))); };

@@ -401,8 +401,9 @@ size_t splitk_bytes(const Config& c, long long m, long long n, long long batch, 
   if (splits <= 1) return 0;
   const long long tiles = tile_count(c, m, n, batch);
   const size_t partials = size_t(tiles) * splits * c.bm * c.bn * sizeof(float);
-  const size_t counters = (size_t(tiles) * sizeof(unsigned) + 255) / 256 * 256;
-  return partials + counters;
+  // Then the ranges' sign-in: a counter per tile, or in one round a 64-bit flag per tile and range.
+  const size_t sync = (size_t(tiles) * splits * sizeof(unsigned long long) + 255) / 256 * 256;
+  return partials + sync;
 }
 
 namespace {

@@ -93,7 +93,8 @@ constexpr int kSplitKBoundSms = 264;    // gemm_workspace_size covers GPUs with 
 // Ranges for one problem: splits * tiles <= sm_count (one wave), each range >= kMinKTilesPerSplit
 // k-tiles; 1 when the tiles already fill the SMs or the config is not an sm90 one.
 int select_splits(const Config& c, long long m, long long n, long long k, long long batch, int sm_count);
-// Workspace for `splits` ranges: the fp32 partial tiles and one arrival counter per tile.
+// Workspace for `splits` ranges: the fp32 partial tiles, then an arrival counter per tile or (one
+// round, sm90/launch.cuh) a 64-bit flag per tile and range.
 size_t splitk_bytes(const Config& c, long long m, long long n, long long batch, int splits);
 
 // ---- stream-K (sm90 family; gemm/schedule.hpp) ---------------------------------------------------

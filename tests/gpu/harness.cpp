@@ -329,7 +329,10 @@ Outcome run_case(const Case& c) {
   size_t ws_bytes = 0;
   if (c.workspace == Workspace::Full) ws_bytes = need;
   else if (c.workspace == Workspace::TooSmall) ws_bytes = need > 256 ? need - 256 : 0;
-  if (ws_bytes) TT_CUDA(ws.alloc(ws_bytes));
+  if (ws_bytes) {  // poisoned: nothing may count on a workspace that starts zeroed
+    TT_CUDA(ws.alloc(ws_bytes));
+    TT_CUDA(cudaMemset(ws.p, 0xA5, ws_bytes));
+  }
   out.workspace_bytes = ws_bytes;
 
   auto call = [&]() -> tessera::Status {

@@ -977,6 +977,62 @@ TEST_F(GemmConfigSelection, SplitKSweep) {
   expect_env_refused("TESSERA_GEMM_SPLITS", "0");
 }
 
+// A split-K launch captured in a graph replays the same kernel parameters every time, so it cannot
+// sign its ranges in by a per-launch epoch (the flags of the previous replay would already read
+// "done"): captured, the ranges count in on counters that the graph's memset clears. Replayed three
+// times with A changed in between (exact sums: f16 1.0 / 2.125 times 1.0 over K = 2112), on the
+// narrow tiles whose 33 ranges fold in parallel.
+TEST_F(GemmStream, SplitKGraphReplaysWithNewInputs) {
+  if (device_facts().cc != 90) GTEST_SKIP() << "split-K runs on the sm90 path only";
+  const int64_t M = 128, N = 128, K = 64 * 33;
+  EnvGuard env("TESSERA_GEMM_SPLITS", "33");
+  for (const char* cfg : {"sm90_128x128x64_s6_coop", "sm90_64x64x64_s13_c1x2_coop"}) {
+    SCOPED_TRACE(cfg);
+    tt::DeviceBuffer a, b, d, ws;
+    ASSERT_EQ(a.alloc(M * K * 2), cudaSuccess);
+    ASSERT_EQ(b.alloc(K * N * 2), cudaSuccess);
+    ASSERT_EQ(d.alloc(M * N * 4), cudaSuccess);
+    ASSERT_EQ(cudaMemset(b.p, 0, K * N * 2), cudaSuccess);
+    ASSERT_EQ(cudaMemset2D(static_cast<char*>(b.p) + 1, 2, 0x3C, 1, K * N), cudaSuccess);  // f16 1.0 = 0x3C00
+    tessera::GemmArgs g;
+    g.a = tessera::dense(a.p, DType::F16, M, K);
+    g.b = tessera::dense(b.p, DType::F16, K, N);
+    g.d = tessera::dense(d.p, DType::F32, M, N);
+    g.config = cfg;
+    size_t bytes = 0;
+    ASSERT_TRUE(tessera::gemm_workspace_size(g, &bytes).ok());
+    ASSERT_GT(bytes, 0u);
+    ASSERT_EQ(ws.alloc(bytes), cudaSuccess);
+    ASSERT_EQ(cudaMemset(ws.p, 0xA5, bytes), cudaSuccess);
+    cudaStream_t s = blocking_;
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_TRUE(tessera::gemm(g, s, ws.p, bytes).ok());  // first launches set kernel attributes
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    const tessera::Status st = tessera::gemm(g, s, ws.p, bytes);
+    ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+    ASSERT_TRUE(st.ok()) << st.message;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (int replay = 0; replay < 3; ++replay) {
+      // f16 1.0 (0x3C00) or 2.125 (0x4040) in every element of A
+      ASSERT_EQ(cudaMemset(a.p, replay % 2 ? 0x40 : 0, M * K * 2), cudaSuccess);
+      if (replay % 2 == 0) ASSERT_EQ(cudaMemset2D(static_cast<char*>(a.p) + 1, 2, 0x3C, 1, M * K), cudaSuccess);
+      ASSERT_EQ(cudaMemset(d.p, 0xFF, M * N * 4), cudaSuccess);  // NaN
+      ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      std::vector<float> h(M * N);
+      ASSERT_EQ(cudaMemcpy(h.data(), d.p, M * N * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      const float want = (replay % 2 ? 2.125f : 1.0f) * float(K);
+      int wrong = 0;
+      for (float x : h) wrong += x != want;
+      EXPECT_EQ(wrong, 0) << "replay " << replay << ": want " << want << ", e.g. " << h[0] << " / " << h[M * N - 1];
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+}
+
 // Split-K in one round (every unit its own worker): all of a tile's ranges wait for each other and
 // each folds its share of the tile's rows over every partial (kernel.cuh, parallel fold), with up
 // to 32 lanes a chunk. Many ranges of few tiles (a weight gradient's long K), ranges of one k-tile,

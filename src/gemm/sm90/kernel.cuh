@@ -273,6 +273,17 @@ struct KernelParams {
   // decode tiles only: Traits::kL2Warm, gemm/configs.cpp l2_warm_ktiles). Safe before the wait: a
   // prefetch fills L2 only, where the previous kernel's writes land.
   int prefetch_a, prefetch_b;
+  // Split-K in one round (a worker per unit, so all of a tile's ranges are resident at once) on a
+  // tile that folds in parallel (supports_parallel_fold): every range folds its share of the tile.
+  // The ranges sign in by flags, one per tile and range, set to `fold_epoch` once the range's
+  // partial is out: the launcher draws a new epoch for every launch (64 bits, from a random start,
+  // never 0), so whatever the workspace held, an earlier launch's flags included, reads as "not
+  // yet", and no memset precedes the launch (one was ~2 us of a 20 us problem). In a captured
+  // graph every replay repeats the epoch: there (fold_epoch == 0) they count in on the counters,
+  // which the graph's memset clears. Else the counters, and the last range to arrive folds.
+  int fold_parallel;
+  unsigned long long* fold_flags;
+  unsigned long long fold_epoch;
 };
 
 // This CTA's position in the grid and the grid's size, read where used: in registers across the
@@ -313,6 +324,14 @@ __device__ __forceinline__ int load_acquire(const int* p) {
 __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
   unsigned v;
   asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void store_release(unsigned long long* p, unsigned long long v) {
+  asm volatile("st.release.gpu.global.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ unsigned long long load_acquire(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.gpu.global.b64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
 
@@ -940,20 +959,37 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     // waits for the others and folds its 1/splits of the tile. Otherwise the last range to arrive
     // folds the whole tile alone: a range still queued behind an earlier unit of its worker cannot
     // be waited for. (The wider tiles always fold serially: supports_parallel_fold.)
-    const bool one_round = kParallelFold && sched.units <= grid_size() / kCluster;
+    // The launcher says which (KernelParams::fold_parallel): it knows how many clusters fit at once.
+    const bool one_round = kParallelFold && p.fold_parallel;
     uint32_t& folds = smem.splitk_last[T::Pingpong ? warp_group - 1 : 0];
-    // One thread counts the range in for the tile's threads (the barrier above orders their stores
-    // before its fence, as in a cooperative grid sync), and its acquire before the barrier below
-    // orders every range's stores before the fold's loads.
-    if (ttid == 0) {
-      __threadfence();
-      const unsigned done = atomicAdd(p.counters + tile, 1u);
-      if (one_round) {
-        while (load_acquire(p.counters + tile) < unsigned(sched.splits)) {
+    // One warp signs the range in for the tile's threads (the barrier above orders their stores
+    // before its fence, as in a cooperative grid sync), and its acquires before the barrier below
+    // order every range's stores before the fold's loads. Flags: raise this range's, then the
+    // warp's lanes wait for every range's. Counters: count in; in one round wait for all, else
+    // the last to count in folds.
+    if (ttid < 32) {
+      if (one_round && p.fold_epoch != 0) {
+        unsigned long long* const flags = p.fold_flags + tile * sched.splits;
+        if (ttid == 0) {
+          __threadfence();
+          store_release(flags + split, p.fold_epoch);
         }
+        for (int r = ttid; r < sched.splits; r += 32)
+          while (load_acquire(flags + r) != p.fold_epoch) {
+          }
+        __threadfence();
+        __syncwarp();
+        if (ttid == 0) folds = 1;
+      } else if (ttid == 0) {
+        __threadfence();
+        const unsigned done = atomicAdd(p.counters + tile, 1u);
+        if (one_round) {
+          while (load_acquire(p.counters + tile) < unsigned(sched.splits)) {
+          }
+        }
+        __threadfence();
+        folds = one_round || done == unsigned(sched.splits - 1);
       }
-      __threadfence();
-      folds = one_round || done == unsigned(sched.splits - 1);
     }
     cutlass::arch::NamedBarrier::arrive_and_wait(T::kTileThreads, tile_barrier);
     TESSERA_SM90_PROBE_MARK(2)

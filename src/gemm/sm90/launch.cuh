@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
+#include <random>
 
 #include "gemm/launch_batched.hpp"
 #include "gemm/schedule.hpp"
@@ -65,6 +67,21 @@ void promote_l2_256(Tma& tma, const void* ptr, int64_t ld, int64_t batch_stride,
   auto* d = reinterpret_cast<uint8_t*>(const_cast<cute::TmaDescriptor*>(tma.get_tma_descriptor()));
   const L2Promotion256& f = l2_promotion_256();
   for (int i = 0; i < 128; ++i) d[i] = uint8_t((d[i] & ~f.mask[i]) | f.bits[i]);
+}
+
+// A split-K launch's fold epoch (KernelParams::fold_epoch): a process-wide 64-bit sequence from a
+// random start, never 0, so that no launch meets its own value in flags an earlier launch or
+// another process left in the same memory.
+inline unsigned long long next_fold_epoch() {
+  static std::atomic<unsigned long long> epoch{[] {
+    std::random_device rd;
+    return (static_cast<unsigned long long>(rd()) << 32 ^ rd()) ^
+           static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count());
+  }()};
+  unsigned long long e;
+  do e = epoch.fetch_add(1, std::memory_order_relaxed) + 1;
+  while (e == 0);
+  return e;
 }
 
 template <int Cfg, int DT, bool AKMajor, bool BKMajor>
@@ -130,7 +147,8 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
     const int epi_mode = T::epilogue_mode(q, dec.splits, dec.epilogue);
     if (epi_mode < 0) return cudaErrorInvalidValue;  // a column-major D that the TMA store cannot write
     KernelParams<T> kp{q,  T::make_tma_a(q), T::make_tma_b(q), {}, {}, {}, {}, epi_mode, sched, nullptr, nullptr, nullptr,
-                       nullptr, int(tiles_m), int(tiles_n), int(tiles_mc), int(tiles_nc), 0, 0};
+                       nullptr, int(tiles_m), int(tiles_n), int(tiles_mc), int(tiles_nc), 0, 0,
+                       0, nullptr, 0};
     if constexpr (T::kL2Warm) (q.m > q.n ? kp.prefetch_a : kp.prefetch_b) = dec.l2_warm;  // the weights
     promote_l2_256(kp.tma_a, q.a, q.lda, q.batch_stride_a, sizeof(typename T::Element));
     promote_l2_256(kp.tma_b, q.b, q.ldb, q.batch_stride_b, sizeof(typename T::Element));
@@ -142,12 +160,22 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
       if (with_c && !col) kp.tma_c = T::make_tma_c(q);
     }
     if (dec.splits > 1) {
-      // Layout of gemm_impl::splitk_bytes: partial tiles, then one counter per tile (zeroed here:
-      // a caller's workspace arrives with anything in it).
+      // Layout of gemm_impl::splitk_bytes: partial tiles, then the ranges' sign-in (KernelParams::
+      // fold_parallel and fold_epoch): flags raised to this launch's epoch, nothing to clear, or a
+      // counter per tile, zeroed here (a caller's workspace arrives with anything in it).
       kp.partials = static_cast<float*>(dec.workspace);
-      kp.counters = reinterpret_cast<unsigned*>(kp.partials + tiles * dec.splits * T::BM * T::BN);
-      if (cudaError_t e = cudaMemsetAsync(kp.counters, 0, tiles * sizeof(unsigned), stream); e != cudaSuccess)
-        return e;
+      void* const sync = kp.partials + tiles * dec.splits * T::BM * T::BN;
+      kp.fold_parallel = supports_parallel_fold(S::BM, S::BN, S::Pingpong) && sched.units <= clusters;
+      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;  // a graph replays one epoch
+      if (cudaError_t e = cudaStreamIsCapturing(stream, &capture); e != cudaSuccess) return e;
+      if (kp.fold_parallel && capture == cudaStreamCaptureStatusNone) {
+        kp.fold_flags = static_cast<unsigned long long*>(sync);
+        kp.fold_epoch = next_fold_epoch();
+      } else {
+        kp.counters = static_cast<unsigned*>(sync);
+        if (cudaError_t e = cudaMemsetAsync(kp.counters, 0, tiles * sizeof(unsigned), stream); e != cudaSuccess)
+          return e;
+      }
     } else if (sched.sk_units > 0) {
       // One partial tile per CTA of the grid, then one flag per CTA: within gemm_impl::streamk_bytes,
       // which sizes both for one CTA per SM.
