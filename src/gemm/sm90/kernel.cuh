@@ -936,7 +936,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     if constexpr (kParallelFold) {
       // Straight from the accumulators, two columns a store: a warp's store covers 8 rows x 32
       // bytes, whole sectors. (Through the smem staging, as D leaves, a 128 x 128 partial took
-      // 2.6 us on an H200, this way ~1.) The wider tiles stage it: their registers are all taken
+      // 2.6 us on an H200, this way 1.5.) The wider tiles stage it: their registers are all taken
       // (the direct stores spilled 12 bytes of 128x256 and 32 of 192x192).
       float* const rows = tile_partials + split * (BM * BN) + (wg_row0 + 16 * wg_warp + lane / 4) * BN + 2 * (lane % 4);
       CUTE_UNROLL
