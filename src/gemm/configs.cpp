@@ -139,9 +139,10 @@ const Config* select_in(Kernel family, const HeuristicInput& in) {
 // worker: each range folds 1/splits of the tile): each CTA writes one partial and reads one
 // partial's worth back. H200 timeline probes (bench/microbench/sm90_timeline.cu --splits), from a
 // range's mainloop end to its exit: 128x128 tiles 6.4-8.3 us at 33-128 ranges (partial out 1.5-2.3,
-// count in and wait 1.6-2.1, fold 3.1-4.1: ~1 us an L2 round trip of the whole set), 64x64 tiles
-// 3.7-4.5 us at 16-33 ranges: ~2.5 us + the partial's bytes at ~16 KB/us, plus the counter memset,
-// and a little per range (the ranges' atomics on one counter).
+// sign in and wait 1.6-2.1, fold 3.1-4.1: ~1 us an L2 round trip of the whole set), 64x64 tiles
+// 3.7-4.5 us at 16-33 ranges: ~2.5 us + the partial's bytes at ~16 KB/us, plus what the counter
+// memset then cost (the epoch flags that replaced it saved ~0.5 us; the fixed term was not refit),
+// and a little per range (the waiting warp's loads).
 constexpr double kSmFlopsPerUs = 6.45e6;  // per SM in the mainloop at throughput 100 (~850 TFLOP/s on 132 SMs)
 constexpr double kL2BytesPerUs = 6.5e6;   // L2 -> SM, whole GPU (H100: ~90% of the ~7 TB/s ncu peak)
 // A decode shape's small operand (the activations, <= kBroadcastRows of them) is read by every
@@ -213,16 +214,15 @@ double sm90_cost(const Config& c, long long m, long long n, long long k, long lo
   const double overhead = kTileOverheadUs * c.bm * c.bn / (128.0 * 256.0);
   double iters = double(waves) * k_tiles;  // k-tiles through one SM
   double mma = iters * tile_us + (c.pingpong ? 1.0 : double(waves)) * overhead;
+  const int cluster = c.cluster_m * c.cluster_n;
   double fixup = 0.0;
   if (splits > 1) {
-    const int cluster = c.cluster_m * c.cluster_n;
     if (sm90::supports_parallel_fold(c.bm, c.bn, c.pingpong) && units <= sm_count / cluster * cluster)
       fixup = kParallelFoldFixedUs + kParallelFoldPerRangeUs * splits + c.bm * c.bn * 4.0 / kParallelFoldBytesPerUs;
     else
       fixup = kSplitKFixedUs + kSplitKPerRangeUs * splits;
   }
   if (stream_k && splits == 1) {  // the walk of gemm/schedule.hpp: per worker (cluster), in k-tiles
-    const int cluster = c.cluster_m * c.cluster_n;
     const long long workers = sm_count / cluster, ctiles = units / cluster;
     if (workers > 0 && ctiles % workers != 0) {
       const long long sk = ctiles < workers ? ctiles : ctiles % workers;  // the partial wave

@@ -27,22 +27,23 @@ constexpr int consumer_warpgroups(int bm, bool pingpong) { return pingpong ? 2 :
 // 64K), and the fix-up's loads spilled them. Those configs run data-parallel or split-K only.
 constexpr bool supports_stream_k(int bm, bool pingpong) { return consumer_warpgroups(bm, pingpong) < 3; }
 
-// Split-K's parallel fold (kernel.cuh: in one round every range folds 1/splits of its tile) is
-// compiled into the tiles at most 128 wide with one or two consumer warpgroups, the few-tile
-// shapes' tiles; in the wider ones the consumers' mainloop uses every register setmaxnreg gives them
-// (R221 of 224, R149 of 152) and the fold's code spilled 4 to 196 bytes. They fold serially: the
-// last range to arrive sums every partial alone.
-constexpr bool supports_parallel_fold(int bm, int bn, bool pingpong) {
+// The tiles at most 128 wide with one or two consumer warpgroups (the decode and few-tile shapes'
+// tiles) have registers to spare around their mainloop; the wider ones' consumers use every
+// register setmaxnreg gives them (128x256: R221 of 224; 192x192: R149 of 152), so code beyond the
+// common path spills there. The features below are compiled into the roomy tiles only.
+constexpr bool consumers_have_room(int bm, int bn, bool pingpong) {
   return bn <= 128 && consumer_warpgroups(bm, pingpong) < 3;
 }
 
+// Split-K's parallel fold (kernel.cuh: in one round every range folds 1/splits of its tile); its
+// code spilled 4 to 196 bytes of the wide tiles. They fold serially: the last range to arrive sums
+// every partial alone.
+constexpr bool supports_parallel_fold(int bm, int bn, bool pingpong) { return consumers_have_room(bm, bn, pingpong); }
+
 // The transposed TMA-store epilogue of a column-major canonical D (the flipped orientation,
-// gemm/plan.hpp) is compiled into the tiles at most 128 wide with one or two consumer warpgroups:
-// the decode tiles it exists for. Its addresses and branch spilled the 128x256 (224 registers) and
-// 192x192 (152) consumers; those tiles refuse a column-major D.
-constexpr bool supports_flip(int bm, int bn, bool pingpong) {
-  return bn <= 128 && consumer_warpgroups(bm, pingpong) < 3;
-}
+// gemm/plan.hpp), the decode tiles' reason to exist; its addresses and branch spilled the 128x256
+// and 192x192 consumers, so those tiles refuse a column-major D.
+constexpr bool supports_flip(int bm, int bn, bool pingpong) { return consumers_have_room(bm, bn, pingpong); }
 
 // The L2 warm-up at kernel entry (kernel.cuh, KernelParams::prefetch_a / prefetch_b) is compiled into
 // the decode tiles (cooperative, a side of 64), the only ones that use it (gemm/configs.cpp

@@ -316,13 +316,10 @@ __device__ __forceinline__ void wait_for_prior_grid() { asm volatile("griddepcon
 __device__ __forceinline__ void store_release(int* p, int v) {
   asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
-__device__ __forceinline__ int load_acquire(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
-  unsigned v;
+template <class Word>  // int or unsigned
+__device__ __forceinline__ Word load_acquire(const Word* p) {
+  static_assert(sizeof(Word) == 4, "a 32-bit flag or counter");
+  Word v;
   asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
