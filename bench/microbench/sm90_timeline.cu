@@ -13,6 +13,17 @@
 //     issue -> consumers' `full` passed), the loads in flight at each issue, the consumers' hold
 //     (`full` -> release) and the refill's delay (release of a stage -> the producer's next issue into it)
 //
+// Every run also prints the prologue and epilogue step by step (TESSERA_SM90_PROBE_PM: globaltimer
+// and SM cycles from each CTA's own entry; the first load's issue and landing), and the GPU's own
+// gaps around the launch: a spin kernel keeps the GPU busy while the host enqueues a stamp kernel,
+// the launch and another stamp kernel, so "between stamps" is the launch's cost on the GPU with no
+// host time in it (an empty kernel of the same shape costs ~3.7 us between stamps on an H100, two
+// stamps back to back ~1.7). TWICE=1 runs the kernel twice between the stamps (is its code warm?).
+// Built with -DWITH_CUBLAS it times cuBLASLt's kernel for the same problem between the same stamps:
+//   nvcc ... -DCFG=13 -DWITH_CUBLAS -Itools bench/microbench/sm90_timeline.cu tools/cublaslt_gemm.cpp \
+//     tools/gemm_problem.cpp tools/args.cpp tools/json.cpp tools/run_common.cpp -Lbuild -ltessera \
+//     -lcublasLt -lcublas -lcuda
+//
 // CFG is a row id of src/gemm/sm90/configs.def. The probe adds a few instructions to one thread per
 // CTA; compare its kernel time with the library's before trusting small differences.
 #define TESSERA_SM90_PROBE
@@ -27,6 +38,9 @@
 
 #include "check.hpp"
 #include "gemm/sm90/launch.cuh"
+#ifdef WITH_CUBLAS
+#include "cublaslt_gemm.hpp"
+#endif
 
 #ifndef CFG
 #define CFG 14
@@ -41,6 +55,17 @@ __global__ void fill(__nv_bfloat16* p, size_t n, unsigned seed) {
     h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
     p[i] = __float2bfloat16(float(h & 0xffff) / 32768.0f - 1.0f);
   }
+}
+
+__global__ void stamp(unsigned long long* t) {
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(*t));
+}
+__device__ unsigned long long stamps[2];
+// Keeps the GPU busy while the host enqueues what follows, so that the gaps below are the GPU's.
+__global__ void spin(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); while (t - t0 < ns);
 }
 
 static double median(std::vector<double> v) {
@@ -108,8 +133,15 @@ int main(int argc, char** argv) {
   cudaEvent_t e0, e1;
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
+  unsigned long long* st = nullptr;
+  CHECK(cudaGetSymbolAddress((void**)&st, stamps));
+  dec.dependent_launch = false;
+  spin<<<1, 1>>>(200000);
   CHECK(cudaEventRecord(e0));
+  stamp<<<1, 1>>>(st);
+  if (std::getenv("TWICE")) run();  // the same kernel just before: its code is warm
   run();
+  stamp<<<1, 1>>>(st + 1);
   CHECK(cudaEventRecord(e1));
   CHECK(cudaEventSynchronize(e1));
   float ms = 0;
@@ -117,10 +149,36 @@ int main(int argc, char** argv) {
   static probe::Cta c[probe::kCtas];
   CHECK(cudaMemcpyFromSymbol(c, probe::ctas, sizeof(c)));
 
+  unsigned long long hs[2];
+  CHECK(cudaMemcpyFromSymbol(hs, stamps, sizeof(hs)));
+#ifdef WITH_CUBLAS
+  {  // the same problem through cuBLASLt between the same stamps
+    tessera_cli::GemmProblem q;
+    q.m = M, q.n = N, q.k = K, q.op_a = tessera::Op::T, q.op_b = tessera::Op::N, q.layout = "tn";
+    q.a = {tessera::DType::BF16, K, M, false, K, 1, 0};
+    q.b = {tessera::DType::BF16, K, N, false, K, 1, 0};
+    q.d = {tessera::DType::BF16, M, N, true, N, 1, 0};
+    tessera_cli::LtHandle h;
+    tessera_cli::LtGemm lt(h.get(), q, tessera::DType::BF16, tessera_cli::kCublasLtWorkspaceBytes);
+    void* lws; CHECK(cudaMalloc(&lws, tessera_cli::kCublasLtWorkspaceBytes));
+    for (int i = 0; i < 5; ++i) lt.run(a, b, nullptr, d, lws, 0);
+    double best = 1e9, sum = 0;
+    for (int r = 0; r < 5; ++r) {
+      spin<<<1, 1>>>(200000);
+      stamp<<<1, 1>>>(st);
+      lt.run(a, b, nullptr, d, lws, 0);
+      stamp<<<1, 1>>>(st + 1);
+      unsigned long long cs[2];
+      CHECK(cudaMemcpyFromSymbol(cs, stamps, sizeof(cs)));
+      best = std::min(best, (double(cs[1]) - double(cs[0])) * 1e-3), sum += (double(cs[1]) - double(cs[0])) * 1e-3;
+    }
+    std::printf("  cuBLASLt between stamps: min %.2f us, mean %.2f us (5 launches)\n", best, sum / 5);
+  }
+#endif
   int ctas = 0;
-  unsigned long long t0 = ~0ull, t_end = 0;
+  unsigned long long t0 = ~0ull, t_end = 0, t_last = 0;
   for (int i = 0; i < probe::kCtas; ++i)
-    if (c[i].entry) ++ctas, t0 = std::min(t0, c[i].entry), t_end = std::max(t_end, c[i].exit);
+    if (c[i].entry) ++ctas, t0 = std::min(t0, c[i].entry), t_end = std::max(t_end, c[i].exit), t_last = std::max(t_last, c[i].last);
   std::vector<double> entry, first_wait, exit_t, mainloop, epi, items;
   std::map<int, std::vector<double>> exit_by_group;  // SMs in groups of 16 ids (roughly a GPC)
   for (int i = 0; i < ctas; ++i) {
@@ -136,9 +194,40 @@ int main(int argc, char** argv) {
       epi.push_back((next - x.item_end[j]) * 1e-3);
     }
   }
-  std::printf("%s config %d  %dx%dx%d  %s (splits %d)%s  %.1f us (events)  %d CTAs on %d SMs, span %.1f us (globaltimer)\n",
+  std::printf("%s config %d  %dx%dx%d  %s (splits %d)%s  %.1f us (events)  %d CTAs on %d SMs, span %.1f us (globaltimer), last warp out %.1f us\n",
               prop.name, CFG, M, N, K, stream_k ? "stream-K" : "data-parallel", splits, flush ? ", L2 flushed" : "", ms * 1e3, ctas,
-              prop.multiProcessorCount, (t_end - t0) * 1e-3);
+              prop.multiProcessorCount, (t_end - t0) * 1e-3, (t_last - t0) * 1e-3);
+  {
+    const char* names[16] = {"t0 entry", "t0 barriers set up", "t0 cluster arrive + grid wait", "t0 producer regs", "",
+                             "t0 views built", "t0 first item walked", "t0 past cluster wait", "t128 entry", "t128 barriers set up",
+                             "t128 cluster arrive + grid wait", "t128 consumer regs", "t128 epilogue done (before store wait)", "", "", ""};
+    for (int j = 0; j < 16; ++j) {
+      if (!*names[j]) continue;
+      std::vector<double> v;
+      for (int i = 0; i < probe::kCtas; ++i) if (c[i].entry && c[i].pm[j]) v.push_back((double(c[i].pm[j]) - double(c[i].entry)) * 1e-3);
+      if (v.empty()) continue;
+      std::sort(v.begin(), v.end());
+      std::vector<double> cy;
+      for (int i = 0; i < probe::kCtas; ++i) if (c[i].entry && c[i].pm[j]) cy.push_back(double(c[i].pmc[j]) - double(c[i].pmc[j < 8 ? 0 : 8]));
+      std::sort(cy.begin(), cy.end());
+      std::printf("  [from own entry] %-40s min %6.2f median %6.2f max %6.2f us   cycles median %7.0f max %7.0f\n", names[j], v.front(), v[v.size() / 2], v.back(), cy[cy.size() / 2], cy.back());
+    }
+    static probe::Ktile kt[probe::kCtas][probe::kKtiles];
+    CHECK(cudaMemcpyFromSymbol(kt, probe::ktiles, sizeof(kt)));
+    std::vector<double> is, fu, st2, ex;
+    for (int i = 0; i < probe::kCtas; ++i) if (c[i].entry && kt[i][0].issue) {
+      is.push_back((double(kt[i][0].issue) - double(c[i].entry)) * 1e-3);
+      fu.push_back((double(kt[i][0].full) - double(c[i].entry)) * 1e-3);
+      st2.push_back((double(c[i].start) - double(c[i].entry)) * 1e-3);
+      ex.push_back((double(c[i].exit) - double(c[i].item_end[c[i].items - 1])) * 1e-3);
+    }
+    for (auto* v : {&is, &fu, &st2, &ex}) std::sort(v->begin(), v->end());
+    auto pr = [](const char* n, std::vector<double>& v) { if (!v.empty()) std::printf("  [from own entry] %-40s min %6.2f median %6.2f max %6.2f us\n", n, v.front(), v[v.size() / 2], v.back()); };
+    pr("first TMA issue (producer)", is); pr("consumers past cluster wait", st2); pr("first k-tile full (consumer)", fu);
+    pr("[item end -> exit] epilogue", ex);
+  }
+  std::printf("  stamp kernel before -> first CTA entry %.2f us, last warp out -> stamp kernel after %.2f us (between stamps %.2f us)\n",
+              (double(t0) - double(hs[0])) * 1e-3, (double(hs[1]) - double(t_last)) * 1e-3, (double(hs[1]) - double(hs[0])) * 1e-3);
   auto row = [](const char* name, std::vector<double> v) {
     if (v.empty()) return;
     std::sort(v.begin(), v.end());

@@ -397,6 +397,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
 
   allow_dependent_launch();
   TESSERA_SM90_PROBE_ENTRY()
+  TESSERA_SM90_PROBE_PM(0)
 
   // A's and B's tiles in global memory as this CTA's TMA loads see them: its part of each box.
   auto gmem_views = [&] {
@@ -446,6 +447,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     }
     cutlass::arch::fence_barrier_init();
   }
+  TESSERA_SM90_PROBE_PM(1)
   // Clusters: the peers' barriers must be initialised before any multicast or remote arrive. Every
   // thread arrives now and waits only just before its first use of the pipeline (the producer before
   // its first TMA, the consumers before their mainloop), so that the barrier's round trip overlaps
@@ -453,6 +455,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   if constexpr (kCluster > 1) cluster_arrive_relaxed();  // fence_barrier_init released the inits
   else __syncthreads();
   wait_for_prior_grid();  // the launch and the set-up above overlap the previous kernel's tail
+  TESSERA_SM90_PROBE_PM(2)
 
   const GemmParams& g = p.g;
   // Work items of the persistent walk (gemm/schedule.hpp): (cluster tile, k-tile range); a cluster
@@ -466,6 +469,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   if (warp_group == 0) {
     // ---------------- producer ----------------
     cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
+    TESSERA_SM90_PROBE_PM(3)
     if (warp == 0 && elect_one_sync()) {
       auto views = gmem_views();
       Tensor tAgA = get<0>(views);  // (TMA,TMA_M,TMA_K,m,k,l)
@@ -476,14 +480,17 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       uint32_t phase = 0;
       bool cluster_ready = kCluster == 1;
       TESSERA_SM90_PROBE_PRODUCER_START()
+      TESSERA_SM90_PROBE_PM(5)
       Walk walk(p.sched, int(blockIdx.x) / kCluster);
       for (WorkItem w; walk.next(p.sched, int(blockIdx.x) / kCluster, int(gridDim.x) / kCluster, w);) {
         const TileCoord c = cta_tile(w.tile, tiles_mc, tiles_nc, cta_rank, ClusterM, ClusterN);
         const int la = g.batch_stride_a ? c.l : 0, lb = g.batch_stride_b ? c.l : 0;
         for (int kt = w.kt_begin; kt < w.kt_end; ++kt) {
           if (!cluster_ready) {  // one thread: the unaligned form of cluster_wait
+            TESSERA_SM90_PROBE_PM(6)
             asm volatile("barrier.cluster.wait;" ::: "memory");
             cluster_ready = true;
+            TESSERA_SM90_PROBE_PM(7)
           }
           EmptyBarrier::wait(&smem.empty[stage], phase ^ 1);  // a fresh barrier passes parity 1
           TESSERA_SM90_PROBE_ISSUED()
@@ -510,11 +517,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
         }
       }
     }
+    TESSERA_SM90_PROBE_LAST()
     return;
   }
 
   // ---------------- consumers ----------------
   cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
+  TESSERA_SM90_PROBE_PM(3)
   const int wtid = threadIdx.x % 128;
   // This thread among the tile's threads: both consumer warpgroups (cooperative) or its own (ping-pong).
   const int ttid = T::Pingpong ? wtid : int(threadIdx.x) - 128;
@@ -1078,9 +1087,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       }
     }
   }
+  TESSERA_SM90_PROBE_PM(4)
   // The last TMA stores must have read this CTA's shared memory before it exits.
   if (p.epi_mode == kEpiTma && wtid == 0) tma_store_wait<0>();
   TESSERA_SM90_PROBE_EXIT()
+  TESSERA_SM90_PROBE_LAST()
 #endif
 }
 

@@ -13,7 +13,8 @@ namespace probe {
 constexpr int kCtas = 1024, kItems = 16, kKtiles = 256;
 constexpr int kMarks = 4;
 struct Cta {
-  unsigned long long entry, start, exit, item_begin[kItems], item_end[kItems];
+  unsigned long long entry, start, exit, last, item_begin[kItems], item_end[kItems];
+  unsigned long long pm[16], pmc[16];  // TESSERA_SM90_PROBE_PM
   unsigned long long mark[kMarks];  // the last item's split-K steps (TESSERA_SM90_PROBE_MARK)
   int sm, items, tile[kItems];
 };
@@ -62,10 +63,19 @@ __device__ __forceinline__ bool recorder() { return threadIdx.x == 128 && blockI
 #define TESSERA_SM90_PROBE_CONSUMED(field_, kt_) \
   if (probe::recorder()) { TESSERA_SM90_PROBE_KTILE(field_, probe_ktile + (kt_)) }
 #define TESSERA_SM90_PROBE_ITEM_KTILES(k_count_) probe_ktile += (k_count_);
+// The prologue and epilogue, step by step: thread 0 (the producer) stamps pm[i], thread 128 (the
+// first consumer) pm[8 + i], each with %globaltimer and the SM's clock (pmc: cycles, finer than the
+// timer's 32-256 ns steps); every warp's lane 0 raises `last` as it leaves.
+#define TESSERA_SM90_PROBE_PM(i_) \
+  if ((threadIdx.x == 0 || threadIdx.x == 128) && blockIdx.x < probe::kCtas) { probe::ctas[blockIdx.x].pm[(i_) + (threadIdx.x ? 8 : 0)] = probe::now(); probe::ctas[blockIdx.x].pmc[(i_) + (threadIdx.x ? 8 : 0)] = clock64(); }
+#define TESSERA_SM90_PROBE_LAST() \
+  if ((threadIdx.x & 31) == 0 && blockIdx.x < probe::kCtas) atomicMax(&probe::ctas[blockIdx.x].last, probe::now());
 // Split-K's steps after the mainloop: 0 partial staged out, 1 fenced, 2 counted in (and waited), 3 folded.
 #define TESSERA_SM90_PROBE_MARK(n_) \
   if (probe::recorder()) probe::ctas[blockIdx.x].mark[n_] = probe::now();
 #else
+#define TESSERA_SM90_PROBE_PM(i_)
+#define TESSERA_SM90_PROBE_LAST()
 #define TESSERA_SM90_PROBE_MARK(n_)
 #define TESSERA_SM90_PROBE_KTILE(field_, n_)
 #define TESSERA_SM90_PROBE_PRODUCER_START()
