@@ -1017,7 +1017,9 @@ TEST_F(GemmStream, SplitKGraphReplaysWithNewInputs) {
     for (int replay = 0; replay < 3; ++replay) {
       // f16 1.0 (0x3C00) or 2.125 (0x4040) in every element of A
       ASSERT_EQ(cudaMemset(a.p, replay % 2 ? 0x40 : 0, M * K * 2), cudaSuccess);
-      if (replay % 2 == 0) ASSERT_EQ(cudaMemset2D(static_cast<char*>(a.p) + 1, 2, 0x3C, 1, M * K), cudaSuccess);
+      if (replay % 2 == 0) {
+        ASSERT_EQ(cudaMemset2D(static_cast<char*>(a.p) + 1, 2, 0x3C, 1, M * K), cudaSuccess);
+      }
       ASSERT_EQ(cudaMemset(d.p, 0xFF, M * N * 4), cudaSuccess);  // NaN
       ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
       ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
