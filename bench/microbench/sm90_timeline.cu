@@ -135,19 +135,28 @@ int main(int argc, char** argv) {
   CHECK(cudaEventCreate(&e1));
   unsigned long long* st = nullptr;
   CHECK(cudaGetSymbolAddress((void**)&st, stamps));
+  // `launch` between two stamp kernels, behind a spin kernel that keeps the GPU busy while the host
+  // enqueues them: stamps[0] and stamps[1] are then the GPU's own times around it.
+  auto between_stamps = [&](auto&& launch) {
+    spin<<<1, 1>>>(200000);
+    stamp<<<1, 1>>>(st);
+    launch();
+    stamp<<<1, 1>>>(st + 1);
+  };
   dec.dependent_launch = false;
-  spin<<<1, 1>>>(200000);
   CHECK(cudaEventRecord(e0));
-  stamp<<<1, 1>>>(st);
-  if (std::getenv("TWICE")) run();  // the same kernel just before: its code is warm
-  run();
-  stamp<<<1, 1>>>(st + 1);
+  between_stamps([&] {
+    if (std::getenv("TWICE")) run();  // the same kernel just before: is its code warm?
+    run();
+  });
   CHECK(cudaEventRecord(e1));
   CHECK(cudaEventSynchronize(e1));
   float ms = 0;
   CHECK(cudaEventElapsedTime(&ms, e0, e1));
   static probe::Cta c[probe::kCtas];
   CHECK(cudaMemcpyFromSymbol(c, probe::ctas, sizeof(c)));
+  static probe::Ktile kt[probe::kCtas][probe::kKtiles];  // per k-tile stamps (every run records them)
+  CHECK(cudaMemcpyFromSymbol(kt, probe::ktiles, sizeof(kt)));
 
   unsigned long long hs[2];
   CHECK(cudaMemcpyFromSymbol(hs, stamps, sizeof(hs)));
@@ -164,10 +173,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 5; ++i) lt.run(a, b, nullptr, d, lws, 0);
     double best = 1e9, sum = 0;
     for (int r = 0; r < 5; ++r) {
-      spin<<<1, 1>>>(200000);
-      stamp<<<1, 1>>>(st);
-      lt.run(a, b, nullptr, d, lws, 0);
-      stamp<<<1, 1>>>(st + 1);
+      between_stamps([&] { lt.run(a, b, nullptr, d, lws, 0); });
       unsigned long long cs[2];
       CHECK(cudaMemcpyFromSymbol(cs, stamps, sizeof(cs)));
       best = std::min(best, (double(cs[1]) - double(cs[0])) * 1e-3), sum += (double(cs[1]) - double(cs[0])) * 1e-3;
@@ -197,47 +203,47 @@ int main(int argc, char** argv) {
   std::printf("%s config %d  %dx%dx%d  %s (splits %d)%s  %.1f us (events)  %d CTAs on %d SMs, span %.1f us (globaltimer), last warp out %.1f us\n",
               prop.name, CFG, M, N, K, stream_k ? "stream-K" : "data-parallel", splits, flush ? ", L2 flushed" : "", ms * 1e3, ctas,
               prop.multiProcessorCount, (t_end - t0) * 1e-3, (t_last - t0) * 1e-3);
-  {
-    const char* names[16] = {"t0 entry", "t0 barriers set up", "t0 cluster arrive + grid wait", "t0 producer regs", "",
-                             "t0 views built", "t0 first item walked", "t0 past cluster wait", "t128 entry", "t128 barriers set up",
-                             "t128 cluster arrive + grid wait", "t128 consumer regs", "t128 epilogue done (before store wait)", "", "", ""};
-    for (int j = 0; j < 16; ++j) {
-      if (!*names[j]) continue;
-      std::vector<double> v;
-      for (int i = 0; i < probe::kCtas; ++i) if (c[i].entry && c[i].pm[j]) v.push_back((double(c[i].pm[j]) - double(c[i].entry)) * 1e-3);
-      if (v.empty()) continue;
-      std::sort(v.begin(), v.end());
-      std::vector<double> cy;
-      for (int i = 0; i < probe::kCtas; ++i) if (c[i].entry && c[i].pm[j]) cy.push_back(double(c[i].pmc[j]) - double(c[i].pmc[j < 8 ? 0 : 8]));
-      std::sort(cy.begin(), cy.end());
-      std::printf("  [from own entry] %-40s min %6.2f median %6.2f max %6.2f us   cycles median %7.0f max %7.0f\n", names[j], v.front(), v[v.size() / 2], v.back(), cy[cy.size() / 2], cy.back());
-    }
-    static probe::Ktile kt[probe::kCtas][probe::kKtiles];
-    CHECK(cudaMemcpyFromSymbol(kt, probe::ktiles, sizeof(kt)));
-    std::vector<double> is, fu, st2, ex;
-    for (int i = 0; i < probe::kCtas; ++i) if (c[i].entry && kt[i][0].issue) {
-      is.push_back((double(kt[i][0].issue) - double(c[i].entry)) * 1e-3);
-      fu.push_back((double(kt[i][0].full) - double(c[i].entry)) * 1e-3);
-      st2.push_back((double(c[i].start) - double(c[i].entry)) * 1e-3);
-      ex.push_back((double(c[i].exit) - double(c[i].item_end[c[i].items - 1])) * 1e-3);
-    }
-    for (auto* v : {&is, &fu, &st2, &ex}) std::sort(v->begin(), v->end());
-    auto pr = [](const char* n, std::vector<double>& v) { if (!v.empty()) std::printf("  [from own entry] %-40s min %6.2f median %6.2f max %6.2f us\n", n, v.front(), v[v.size() / 2], v.back()); };
-    pr("first TMA issue (producer)", is); pr("consumers past cluster wait", st2); pr("first k-tile full (consumer)", fu);
-    pr("[item end -> exit] epilogue", ex);
-  }
   std::printf("  stamp kernel before -> first CTA entry %.2f us, last warp out -> stamp kernel after %.2f us (between stamps %.2f us)\n",
               (double(t0) - double(hs[0])) * 1e-3, (double(hs[1]) - double(t_last)) * 1e-3, (double(hs[1]) - double(hs[0])) * 1e-3);
-  auto row = [](const char* name, std::vector<double> v) {
+  auto row = [](const char* name, std::vector<double> v, const char* more = "") {
     if (v.empty()) return;
     std::sort(v.begin(), v.end());
-    std::printf("  %-34s min %8.2f  median %8.2f  max %8.2f us\n", name, v.front(), v[v.size() / 2], v.back());
+    std::printf("  %-34s min %8.2f  median %8.2f  max %8.2f us%s\n", name, v.front(), v[v.size() / 2], v.back(), more);
   };
   row("CTA entry (from the first)", entry);
   row("first item's mainloop start", first_wait);
   row("mainloop per item", mainloop);
   row("epilogue + next item's wait", epi);
   row("CTA exit", exit_t);
+  {  // the prologue step by step (TESSERA_SM90_PROBE_PM), from each CTA's own entry
+    const char* names[16] = {"", "t0 barriers set up", "t0 cluster arrive + grid wait", "t0 producer regs", "",
+                             "t0 views built", "t0 first item walked", "t0 past cluster wait", "", "t128 past the set-up",
+                             "t128 cluster arrive + grid wait", "t128 consumer regs", "t128 epilogue (before store wait)", "", "", ""};
+    for (int j = 0; j < 16; ++j) {
+      if (!*names[j]) continue;  // 0 and 8: the entries themselves
+      std::vector<double> v, cy;
+      for (int i = 0; i < ctas; ++i)
+        if (c[i].pm[j]) {
+          v.push_back((double(c[i].pm[j]) - double(c[i].entry)) * 1e-3);
+          cy.push_back(double(c[i].pmc[j]) - double(c[i].pmc[j < 8 ? 0 : 8]));  // SM cycles from the same thread's mark 0
+        }
+      if (cy.empty()) continue;
+      std::sort(cy.begin(), cy.end());
+      char more[64];
+      std::snprintf(more, sizeof(more), "  (cycles median %.0f max %.0f)", cy[cy.size() / 2], cy.back());
+      row(names[j], v, more);
+    }
+    std::vector<double> issued, landed, started;
+    for (int i = 0; i < ctas; ++i) {
+      started.push_back((double(c[i].start) - double(c[i].entry)) * 1e-3);
+      if (!kt[i][0].issue) continue;
+      issued.push_back((double(kt[i][0].issue) - double(c[i].entry)) * 1e-3);
+      landed.push_back((double(kt[i][0].full) - double(c[i].entry)) * 1e-3);
+    }
+    row("first load issued", issued);
+    row("consumers past the cluster wait", started);
+    row("first load landed", landed);
+  }
   if (splits > 1) {  // the split-K steps of each CTA's last item (probe marks)
     std::vector<double> staged, fenced, counted, folded;
     for (int i = 0; i < ctas; ++i) {
@@ -258,19 +264,17 @@ int main(int argc, char** argv) {
   for (auto& [g, v] : exit_by_group) std::printf("  [%d] n=%zu med %.1f max %.1f", g, v.size(), median(v), *std::max_element(v.begin(), v.end()));
   std::printf("\n");
   if (ktiles) {
-    static probe::Ktile k[probe::kCtas][probe::kKtiles];
-    CHECK(cudaMemcpyFromSymbol(k, probe::ktiles, sizeof(k)));
     constexpr int S = gi::sm90::ConfigShape<CFG>::Stages;
     std::vector<double> latency, in_flight, hold, refill, latency_first;
     for (int i = 0; i < ctas; ++i) {
       int n = 0;
-      while (n < probe::kKtiles && k[i][n].issue && k[i][n].full && k[i][n].release) ++n;
+      while (n < probe::kKtiles && kt[i][n].issue && kt[i][n].full && kt[i][n].release) ++n;
       for (int j = 0; j < n; ++j) {
-        (j < S ? latency_first : latency).push_back((k[i][j].full - k[i][j].issue) * 1e-3);
-        hold.push_back((k[i][j].release - k[i][j].full) * 1e-3);
-        if (j + S < n) refill.push_back((k[i][j + S].issue - k[i][j].release) * 1e-3);
+        (j < S ? latency_first : latency).push_back((kt[i][j].full - kt[i][j].issue) * 1e-3);
+        hold.push_back((kt[i][j].release - kt[i][j].full) * 1e-3);
+        if (j + S < n) refill.push_back((kt[i][j + S].issue - kt[i][j].release) * 1e-3);
         int f = 0;  // issued before this one and not yet landed
-        for (int q = 0; q < j; ++q) f += k[i][q].full > k[i][j].issue;
+        for (int q = 0; q < j; ++q) f += kt[i][q].full > kt[i][j].issue;
         if (j >= S) in_flight.push_back(f);
       }
     }
