@@ -9,6 +9,10 @@
 //   ./sm90_timeline M N K [--stream-k | --splits S] [--flush] [--dump] [--ktiles]   (bf16, A and B K-major, D bf16 row-major)
 //   --splits S: split-K with S ranges (the "epilogue" row then holds publish, wait and fold)
 //   --flush: overwrite 256 MB before the measured launch, so that its operands come from DRAM
+//   ONE_TILE=0 keeps a one-wave launch on the general kernel (else the row's one-tile kernel runs it;
+//     the probe indexes CTAs by blockIdx.x, so read one-tile runs with a single row of tiles, M <= BM)
+//   REPS=R (with -DWITH_CUBLAS): R alternating launches of ours and cuBLASLt's, between stamps and as
+//     the suite times them (an event pair around each), and ours' D checked against cuBLASLt's
 //   --ktiles: the pipeline per k-tile (a CTA's first probe::kKtiles): a load's latency (producer's
 //     issue -> consumers' `full` passed), the loads in flight at each issue, the consumers' hold
 //     (`full` -> release) and the refill's delay (release of a stage -> the producer's next issue into it)
@@ -30,6 +34,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -103,9 +108,18 @@ int main(int argc, char** argv) {
   p.m = M, p.n = N, p.k = K, p.batch = 1;
   p.a = a, p.lda = K, p.b = b, p.ldb = K;
   p.epi.d = d, p.epi.ldd = N, p.epi.d_dtype = gi::kBF16, p.epi.d_vec = p.epi.d_tma = N % 8 == 0;
+  // INTERLEAVE=I: the same bytes and FLOPs as I batches of M x N/I x K whose B rows interleave (batch
+  // b's row j is B's row I j + b, A broadcast): each tile's weight rows spread over I times the address
+  // range. Is the one-wave launch's tail a property of each tile's contiguous 1 MB of weights?
+  if (const char* il = std::getenv("INTERLEAVE")) {
+    const int I = std::atoi(il);
+    p.n = N / I, p.batch = I, p.ldb = int64_t(K) * I, p.batch_stride_b = K, p.batch_stride_a = 0;
+    p.epi.ldd = N / I, p.epi.batch_stride_d = int64_t(M) * (N / I);
+  }
   gi::sm90::Decomposition dec;
   dec.stream_k = stream_k;
   dec.splits = splits;
+  dec.one_tile = !(std::getenv("ONE_TILE") && !std::strcmp(std::getenv("ONE_TILE"), "0"));  // ONE_TILE=0: the general kernel
   void* ws = nullptr;
   if (stream_k) {  // one BM x BN fp32 partial and a flag per CTA: generous for every config
     CHECK(cudaMalloc(&ws, size_t(prop.multiProcessorCount) * (256 * 256 * 4 + 4)));
@@ -179,6 +193,59 @@ int main(int argc, char** argv) {
       best = std::min(best, (double(cs[1]) - double(cs[0])) * 1e-3), sum += (double(cs[1]) - double(cs[0])) * 1e-3;
     }
     std::printf("  cuBLASLt between stamps: min %.2f us, mean %.2f us (5 launches)\n", best, sum / 5);
+    // REPS=R: R alternating launches of ours and cuBLASLt's, (a) each between stamps, (b) as the suite
+    // times them (an event pair around each launch, everything enqueued back to back, ours with PDL).
+    if (const char* reps_env = std::getenv("REPS")) {
+      const int R = std::atoi(reps_env);
+      std::vector<double> ours_s, lt_s, ours_e, lt_e;
+      for (int r = 0; r < R; ++r) {
+        unsigned long long cs[2];
+        dec.dependent_launch = false;
+        between_stamps(run);
+        CHECK(cudaMemcpyFromSymbol(cs, stamps, sizeof(cs)));
+        ours_s.push_back((double(cs[1]) - double(cs[0])) * 1e-3);
+        between_stamps([&] { lt.run(a, b, nullptr, d, lws, 0); });
+        CHECK(cudaMemcpyFromSymbol(cs, stamps, sizeof(cs)));
+        lt_s.push_back((double(cs[1]) - double(cs[0])) * 1e-3);
+      }
+      dec.dependent_launch = true;
+      std::vector<cudaEvent_t> ev(4 * R);
+      for (auto& e : ev) CHECK(cudaEventCreate(&e));
+      for (int r = 0; r < R; ++r) {
+        CHECK(cudaEventRecord(ev[4 * r]));
+        run();
+        CHECK(cudaEventRecord(ev[4 * r + 1]));
+        CHECK(cudaEventRecord(ev[4 * r + 2]));
+        lt.run(a, b, nullptr, d, lws, 0);
+        CHECK(cudaEventRecord(ev[4 * r + 3]));
+      }
+      CHECK(cudaDeviceSynchronize());
+      for (int r = 0; r < R; ++r) {
+        float x, y;
+        CHECK(cudaEventElapsedTime(&x, ev[4 * r], ev[4 * r + 1]));
+        CHECK(cudaEventElapsedTime(&y, ev[4 * r + 2], ev[4 * r + 3]));
+        ours_e.push_back(x * 1e3), lt_e.push_back(y * 1e3);
+      }
+      auto q = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return std::make_pair(v[v.size() / 2], v.front()); };
+      std::printf("  REPS %d  between stamps median/min: ours %.2f/%.2f  cuBLASLt %.2f/%.2f | events: ours %.2f/%.2f  cuBLASLt %.2f/%.2f  ratio(events) %.3f\n",
+                  R, q(ours_s).first, q(ours_s).second, q(lt_s).first, q(lt_s).second, q(ours_e).first, q(ours_e).second,
+                  q(lt_e).first, q(lt_e).second, q(lt_e).first / q(ours_e).first);
+      // Ours against cuBLASLt's D (bf16; a relative Frobenius error like the suite's check).
+      if (!std::getenv("INTERLEAVE")) {
+      std::vector<__nv_bfloat16> d1(size_t(M) * N), d2(size_t(M) * N);
+      CHECK(cudaMemset(d, 0xff, size_t(M) * N * 2));
+      run();
+      CHECK(cudaMemcpy(d1.data(), d, d1.size() * 2, cudaMemcpyDeviceToHost));
+      lt.run(a, b, nullptr, d, lws, 0);
+      CHECK(cudaMemcpy(d2.data(), d, d2.size() * 2, cudaMemcpyDeviceToHost));
+      double num = 0, den = 0;
+      for (size_t i = 0; i < d1.size(); ++i) {
+        const double x = __bfloat162float(d1[i]), y = __bfloat162float(d2[i]);
+        num += (x - y) * (x - y), den += y * y;
+      }
+      std::printf("  D vs cuBLASLt: relative Frobenius error %.2e (%s)\n", std::sqrt(num / den), std::sqrt(num / den) < 1e-2 ? "ok" : "WRONG");
+      }
+    }
   }
 #endif
   int ctas = 0;

@@ -100,6 +100,8 @@ struct Overrides {
   int epilogue = gemm_impl::sm90::kEpiAuto;
   // TESSERA_GEMM_PDL=0 launches without programmatic dependent launch; unset or 1 keeps it.
   bool pdl = true;
+  // TESSERA_GEMM_ONE_TILE=0 keeps one-wave sm90 launches on the general kernel (sm90 launch.cuh).
+  bool one_tile = true;
 };
 
 Status read_overrides(Overrides* o) {
@@ -120,6 +122,9 @@ Status read_overrides(Overrides* o) {
   int pdl = -1;
   if (Status s = binary_override("TESSERA_GEMM_PDL", &pdl); !s.ok()) return s;
   o->pdl = pdl != 0;
+  int one_tile = -1;
+  if (Status s = binary_override("TESSERA_GEMM_ONE_TILE", &one_tile); !s.ok()) return s;
+  o->one_tile = one_tile != 0;
   return Status::success();
 }
 
@@ -263,6 +268,7 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
                                                  : gemm_impl::l2_warm_ktiles(*cfg, d, p.m, p.n, p.batch, dev.sm_count);
     dec.epilogue = o.epilogue;
     dec.dependent_launch = o.pdl;
+    dec.one_tile = o.one_tile;
     e = gemm_impl::sm90::run(cfg->id, plan.ab_dtype, plan.a.k_major, plan.b.k_major, p, dev.sm_count, dec, stream);
   }
   else

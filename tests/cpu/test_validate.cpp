@@ -798,6 +798,7 @@ TEST(ApiChecks, EnvironmentOverridesAreValidatedBeforeTheDevice) {
                        {"TESSERA_GEMM_STREAMK", {"2", "-1", "yes", "1 "}, "1"},
                        {"TESSERA_SM90_EPILOGUE", {"TMA", "smem", "fp32", "auto"}, "staged"},
                        {"TESSERA_GEMM_PDL", {"2", "on", "off", "0 "}, "0"},
+                       {"TESSERA_GEMM_ONE_TILE", {"2", "on", "off", "1 "}, "0"},
                        {"TESSERA_GEMM_FLIP", {"2", "-1", "yes", "1 "}, "1"},
                        {"TESSERA_GEMM_L2_WARM", {"-1", "65", "4k", "some"}, "8"}};
   for (const Bad& c : cases) {

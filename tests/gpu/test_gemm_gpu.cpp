@@ -1108,6 +1108,35 @@ TEST_F(GemmConfigSelection, L2WarmSweep) {
   expect_env_refused("TESSERA_GEMM_L2_WARM", "65");
 }
 
+// The one-tile kernel (sm90 launch.cuh, Traits::kOneTile: a one-wave launch whose CTAs each have one
+// tile and whose epilogue only scales) against the general kernel on the same problems:
+// TESSERA_GEMM_ONE_TILE=0 / 1 on every sm90 config and, where it can, its flipped orientation (the
+// transposed store), both D layouts, ragged edges, one and many k-tiles, batches (the grid's z), f16
+// and bf16. beta != 0 and an fp32 D take the general kernel either way; a problem of more than one
+// wave too (the last shape on the small tiles).
+TEST_F(GemmConfigSelection, OneTileSweep) {
+  const SweepShape shapes[] = {{128, 1000, 520, 1, 1, 0.0f},   // one row of tiles, ragged N and K
+                               {200, 136, 64, 3, 4, 0.0f},     // ragged M, one k-tile, 3 batches, D col-major
+                               {96, 264, 4096, 1, 2, 0.0f},    // 64 k-tiles
+                               {130, 70, 200, 2, 7, 0.5f},     // beta
+                               {1100, 1100, 96, 1, 0, 0.0f}};  // 81+ tiles of 128: several waves on 64x64
+  for (const std::string& cfg : sm90_config_names())
+    for (const char* on : {"0", "1"}) {
+      EnvGuard env("TESSERA_GEMM_ONE_TILE", on);
+      for (const SweepShape& sh : shapes)
+        for (DType dt : {DType::BF16, DType::F16}) {
+          check("GemmConfigSelection", cfg + " TESSERA_GEMM_ONE_TILE=" + on, sweep_case(cfg, sh, dt, dt));
+          // The flipped orientation takes a D whose contiguous extent is whole 16-byte chunks.
+          const bool flip_ok = ((sh.layout & 4) ? sh.m : sh.n) % 8 == 0;
+          if (ti::find_config(cfg)->flip && flip_ok)
+            check("GemmConfigSelection", cfg + "+flip TESSERA_GEMM_ONE_TILE=" + on, sweep_case(cfg + "+flip", sh, dt, dt));
+        }
+      check("GemmConfigSelection", cfg + " fp32 D TESSERA_GEMM_ONE_TILE=" + on,
+            sweep_case(cfg, shapes[0], DType::BF16, DType::F32));
+    }
+  expect_env_refused("TESSERA_GEMM_ONE_TILE", "2");
+}
+
 // ===================================================================================================
 // 10b. The flipped orientation (gemm/plan.hpp, make_plan's `flip`): the canonical D column-major,
 //      written by the sm90 transposed TMA-store epilogue (stmatrix.trans sub-tiles, D^T's

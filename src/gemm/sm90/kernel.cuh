@@ -58,10 +58,17 @@ CUTE_HOST_DEVICE auto operand_stride(int64_t ld, int64_t batch_stride) {
 // EpiMode (how the epilogue stores D): gemm/sm90/launch.hpp.
 
 template <int BM_, int BN_, int BK_, int Stages_, int ClusterM_, int ClusterN_, bool Pingpong_, int DT, bool AKMajor_,
-          bool BKMajor_>
+          bool BKMajor_, bool OneTile_ = false>
 struct Traits {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, Stages = Stages_;
   static constexpr bool Pingpong = Pingpong_;
+  // The one-tile kernel (config_shape.hpp, supports_one_tile): a launch of one wave, where every CTA
+  // has one tile, gets a kernel without the persistent walk, split-K, stream-K, the fp32 staging and
+  // the epilogue's extras: its CTA finds its tile in the block index and its TMA-store epilogue only
+  // scales and converts. A quarter of the general kernel's code (128x64 pairs: 1072 SASS instructions
+  // against 4096), which the CTA's cold start and its epilogue pay for: H100, 128x8192x512, first
+  // TMA issue 0.8 instead of 3.3 us after entry and epilogue 0.64 instead of 1.2 us.
+  static constexpr bool kOneTile = OneTile_;
   // Thread-block clusters of ClusterM x ClusterN CTAs (one of them 1): CTAs side by side along M
   // share the B tile, along N the A tile; each loads 1/ClusterM (1/ClusterN) of the shared box and
   // multicasts it into every CTA of the cluster.
@@ -236,6 +243,7 @@ struct Traits {
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
 
+  static_assert(!kOneTile || supports_one_tile(BM, BN, Pingpong), "the one-tile kernel of a tile that has none");
   static_assert(BM % 64 == 0 && kConsumers >= 1 && kConsumers <= 3, "64 rows per consumer warpgroup");
   static_assert(!Pingpong || BM == 64, "ping-pong: each consumer warpgroup owns a whole 64-row tile");
   static_assert(kCluster <= 2 && ClusterM >= 1 && ClusterN >= 1, "clusters of 1 or 2 CTAs, along M or N");
@@ -379,6 +387,17 @@ CUTE_DEVICE float2 unpack_pair(uint32_t pair) {
   else return __half22float2(*reinterpret_cast<const __half2*>(&pair));
 }
 
+// The one-tile kernel's tile (Traits::kOneTile): the grid is (tiles_nc * cluster, tiles_mc, batches),
+// the cluster along x, so the block index is the tile: no walk, no divisions by launch constants.
+template <int ClusterM, int ClusterN>
+__device__ __forceinline__ TileCoord one_tile_coord(int rank) {
+  TileCoord c;
+  c.l = int(blockIdx.z);
+  c.m = int(blockIdx.y) * ClusterM + (ClusterM > 1 ? rank : 0);
+  c.n = int(blockIdx.x) / (ClusterM * ClusterN) * ClusterN + (ClusterN > 1 ? rank : 0);
+  return c;
+}
+
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_constant__ KernelParams<T> p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -390,6 +409,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& smem = *reinterpret_cast<typename T::SharedStorage*>(smem_raw);
   constexpr int ClusterM = T::ClusterM, ClusterN = T::ClusterN, kCluster = T::kCluster;
+  constexpr bool kOneTile = T::kOneTile;  // one tile per CTA, plain TMA-store epilogue (Traits)
   const int warp_group = threadIdx.x / 128;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -412,15 +432,20 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   };
   if (T::kL2Warm && warp == 1 && (p.prefetch_a | p.prefetch_b)) {  // an idle producer warp, while warp 0 sets up
     if (elect_one_sync()) {
-      Walk first(p.sched, int(blockIdx.x) / kCluster);
-      if (WorkItem w; first.next(p.sched, int(blockIdx.x) / kCluster, int(gridDim.x) / kCluster, w)) {
+      auto warm = [&](const TileCoord& c, int kt_begin, int kt_end) {
         auto views = gmem_views();
-        const TileCoord c = cta_tile(w.tile, p.tiles_mc, p.tiles_nc, cta_rank, ClusterM, ClusterN);
         const int la = p.g.batch_stride_a ? c.l : 0, lb = p.g.batch_stride_b ? c.l : 0;
-        for (int kt = w.kt_begin; kt < w.kt_begin + p.prefetch_a && kt < w.kt_end; ++kt)
+        for (int kt = kt_begin; kt < kt_begin + p.prefetch_a && kt < kt_end; ++kt)
           cute::prefetch(p.tma_a, get<0>(views)(_, _, _, c.m, kt, la));
-        for (int kt = w.kt_begin; kt < w.kt_begin + p.prefetch_b && kt < w.kt_end; ++kt)
+        for (int kt = kt_begin; kt < kt_begin + p.prefetch_b && kt < kt_end; ++kt)
           cute::prefetch(p.tma_b, get<1>(views)(_, _, _, c.n, kt, lb));
+      };
+      if constexpr (kOneTile) {
+        warm(one_tile_coord<ClusterM, ClusterN>(cta_rank), 0, p.sched.k_tiles);
+      } else {
+        Walk first(p.sched, int(blockIdx.x) / kCluster);
+        if (WorkItem w; first.next(p.sched, int(blockIdx.x) / kCluster, int(gridDim.x) / kCluster, w))
+          warm(cta_tile(w.tile, p.tiles_mc, p.tiles_nc, cta_rank, ClusterM, ClusterN), w.kt_begin, w.kt_end);
       }
     }
     __syncwarp();
@@ -428,12 +453,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   if (warp == 0 && elect_one_sync()) {
     prefetch_tma_descriptor(p.tma_a.get_tma_descriptor());
     prefetch_tma_descriptor(p.tma_b.get_tma_descriptor());
-    if (p.epi_mode == kEpiTma) {
-      const bool col = T::kFlip && p.g.epi.d_col_major, with_c = p.g.epi.beta != 0.0f;
+    if (kOneTile || p.epi_mode == kEpiTma) {
+      const bool col = T::kFlip && p.g.epi.d_col_major, with_c = !kOneTile && p.g.epi.beta != 0.0f;
       prefetch_tma_descriptor(col ? p.tma_dt.get_tma_descriptor() : p.tma_d.get_tma_descriptor());
       if (with_c) prefetch_tma_descriptor(col ? p.tma_ct.get_tma_descriptor() : p.tma_c.get_tma_descriptor());
     }
-    for (int i = 0; i < T::kConsumers; ++i) FullBarrier::init(&smem.c_full[i], 1);  // one thread's expect_tx
+    if (!kOneTile)
+      for (int i = 0; i < T::kConsumers; ++i) FullBarrier::init(&smem.c_full[i], 1);  // one thread's expect_tx
     for (int s = 0; s < Stages; ++s) {
       FullBarrier::init(&smem.full[s], 1);                     // the producer's arrive + TMA bytes
       // One arrive per consumer warp (of the warpgroups on the stage's tile) of every CTA in the
@@ -481,9 +507,21 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       bool cluster_ready = kCluster == 1;
       TESSERA_SM90_PROBE_PRODUCER_START()
       TESSERA_SM90_PROBE_PM(5)
+      // Work items: the walk's, or the one-tile kernel's one (its tile from the block index).
       Walk walk(p.sched, int(blockIdx.x) / kCluster);
-      for (WorkItem w; walk.next(p.sched, int(blockIdx.x) / kCluster, int(gridDim.x) / kCluster, w);) {
-        const TileCoord c = cta_tile(w.tile, tiles_mc, tiles_nc, cta_rank, ClusterM, ClusterN);
+      bool one_tile_left = true;
+      auto next_item = [&](WorkItem& w) {
+        if constexpr (kOneTile) {
+          w.tile = 0, w.split = 0, w.kt_begin = 0, w.kt_end = p.sched.k_tiles;
+          const bool left = one_tile_left;
+          one_tile_left = false;
+          return left;
+        }
+        return walk.next(p.sched, int(blockIdx.x) / kCluster, int(gridDim.x) / kCluster, w);
+      };
+      for (WorkItem w; next_item(w);) {
+        const TileCoord c = kOneTile ? one_tile_coord<ClusterM, ClusterN>(cta_rank)
+                                     : cta_tile(w.tile, tiles_mc, tiles_nc, cta_rank, ClusterM, ClusterN);
         const int la = g.batch_stride_a ? c.l : 0, lb = g.batch_stride_b ? c.l : 0;
         for (int kt = w.kt_begin; kt < w.kt_end; ++kt) {
           if (!cluster_ready) {  // one thread: the unaligned form of cluster_wait
@@ -566,7 +604,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   // `turn_phase` is the parity of this warpgroup's next turn: a fresh barrier passes parity 1, so
   // warpgroup 1 starts at once and warpgroup 2 waits for warpgroup 1's first mainloop.
   uint32_t turn_phase = warp_group == 1 ? 1 : 0;
+  bool one_tile_done = false;
   auto next_item = [&](WorkItem& w, bool pass_one) {
+    if constexpr (kOneTile) {  // its one item: the whole K of the block's tile
+      if (one_tile_done) return false;
+      one_tile_done = true;
+      w.tile = 0, w.split = 0, w.kt_begin = 0, w.kt_end = sched.k_tiles;
+      return true;
+    }
     if constexpr (T::Pingpong) {
       if (pass_one) {
         if (!walk.next(sched, cta_index() / kCluster, grid_size() / kCluster, w)) return false;
@@ -584,7 +629,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     TESSERA_SM90_PROBE_ITEM_BEGIN(w.tile)
     // The item's roles as predicates, so that only the tile, range and k-tile count stay in
     // registers across the mainloop (the 128x256 tile has none to spare next to its accumulators).
-    const bool sk_publisher = sk_publishes(sched, w), sk_owner = sk_folds(sched, w);
+    const bool sk_publisher = !kOneTile && sk_publishes(sched, w), sk_owner = !kOneTile && sk_folds(sched, w);
     const int split = w.split, k_count = w.kt_end - w.kt_begin;
 
     // Mainloop: one batch of BK/16 WGMMAs per k-tile; the previous batch retires while the next
@@ -633,7 +678,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     // raises its flag; the owner waits for the later workers' flags (they computed their part
     // first thing in their shares), adds their partials in worker order (the same bits whichever
     // finished first) and goes on to the normal epilogue.
-    if (supports_stream_k(BM, T::Pingpong) && (sk_publisher || sk_owner)) {
+    if (!kOneTile && supports_stream_k(BM, T::Pingpong) && (sk_publisher || sk_owner)) {
       constexpr int kTileThreads = T::kTileThreads, kVecs = BN / 8;  // float4s of accumulators per thread
       const int sk_slot = cta_rank * (grid_size() / kCluster) + cta_index() / kCluster;
       if (sk_publisher) {
@@ -660,7 +705,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     }
 
     // The tile's coordinates, only now: registers kept across the mainloop spilled a 128x256 tile.
-    const TileCoord c = cta_tile(w.tile, tiles_mc, tiles_nc, cta_rank, ClusterM, ClusterN);
+    const TileCoord c = kOneTile ? one_tile_coord<ClusterM, ClusterN>(cta_rank) : cta_tile(w.tile, tiles_mc, tiles_nc, cta_rank, ClusterM, ClusterN);
     if (c.m >= tiles_m || c.n >= tiles_n) continue;  // a cluster rank past the last tile: nothing to write
 
     // The accumulators leave through this warpgroup's smem staging buffer, one 64 x kEpiN sub-tile
@@ -703,7 +748,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       if (m < g.m && n0 < g.n) epilogue_row8<false>(g.epi, c.l, m, n0, g.n, v);
     };
 
-    if (p.epi_mode != kEpiStaged) {
+    if (kOneTile || p.epi_mode != kEpiStaged) {
       // Per 64 x kStoreN sub-tile, in buffer sub % kEpiBuffers: wait until the TMA store that last
       // read that buffer is done (the previous tile's last stores drain under this tile's mainloop;
       // with two buffers the previous sub-tile's store runs while this one is written), write the
@@ -734,13 +779,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       Tensor tDgDT = p.tma_dt.get_slice(0).partition_D(
           local_tile(mDT, Shape<Int<T::kStoreNT>, _64>{}, make_coord(_, _, _)));                   // (TMA,1,1,n,m,l)
       // beta * C: C's sub-tile lands by TMA in the buffer D's sub-tile then leaves from.
-      const bool with_c = e.beta != 0.0f;  // only on the TMA path (epilogue_mode)
+      const bool with_c = !kOneTile && e.beta != 0.0f;  // only on the TMA path (epilogue_mode)
       const int row_in_wg = 16 * wg_warp + lane / 4;
       const int m_base = c.m * BM + wg_row0;
       // Bias (D's type here) and activation: the bias values are loaded together up front (one
       // dependent load per element would serialise their latency), the activation a call per 8 values.
-      const bool extras = has_bias_or_activation(e) || with_c;
-      const Element* bias = static_cast<const Element*>(e.bias);
+      const bool extras = !kOneTile && (has_bias_or_activation(e) || with_c);
+      const Element* bias = kOneTile ? nullptr : static_cast<const Element*>(e.bias);
       if (bias) bias += c.l * e.batch_stride_bias;
       const bool bias_per_col = bias && e.bias_stride_n != 0;
       float bias_row[2] = {0.0f, 0.0f};  // a per-row bias: this thread's two rows
@@ -855,7 +900,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
         constexpr int kSub = kCol ? T::kStoreNT : T::kStoreN;
         CUTE_UNROLL
         for (int sub = 0; sub < BN / kSub; ++sub) {
-          if (p.epi_mode == kEpiTma && wtid == 0) {
+          if ((kOneTile || p.epi_mode == kEpiTma) && wtid == 0) {
             if (sub == 0) tma_store_wait<0>();  // a tile may end on either buffer: all of them free
             else tma_store_wait<T::kEpiBuffers - 1>();
           }
@@ -883,7 +928,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
           }
           if (extras) fill(sub, cute::true_type{}, col_c);
           else fill(sub, cute::false_type{}, col_c);
-          if (p.epi_mode == kEpiTma) {
+          if (kOneTile || p.epi_mode == kEpiTma) {
             tma_store_fence();
             cutlass::arch::NamedBarrier::arrive_and_wait(128, epi_barrier);
             if (wtid == 0 && m_base < g.m && c.n * BN + sub * kSub < g.n) {  // boxes wholly outside D: none
@@ -928,6 +973,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       }
       continue;
     }
+    if constexpr (kOneTile) continue;
     if (sched.splits == 1) {
       staged(store);
       continue;
@@ -1089,7 +1135,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   }
   TESSERA_SM90_PROBE_PM(4)
   // The last TMA stores must have read this CTA's shared memory before it exits.
-  if (p.epi_mode == kEpiTma && wtid == 0) tma_store_wait<0>();
+  if ((kOneTile || p.epi_mode == kEpiTma) && wtid == 0) tma_store_wait<0>();
   TESSERA_SM90_PROBE_EXIT()
   TESSERA_SM90_PROBE_LAST()
 #endif

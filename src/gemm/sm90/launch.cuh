@@ -16,10 +16,14 @@
 
 namespace tessera::gemm_impl::sm90 {
 
-template <int Cfg, int DT, bool AKMajor, bool BKMajor>
+template <int Cfg, int DT, bool AKMajor, bool BKMajor, bool OneTile = false>
 using TraitsOf = Traits<ConfigShape<Cfg>::BM, ConfigShape<Cfg>::BN, ConfigShape<Cfg>::BK, ConfigShape<Cfg>::Stages,
                         ConfigShape<Cfg>::ClusterM, ConfigShape<Cfg>::ClusterN, ConfigShape<Cfg>::Pingpong, DT, AKMajor,
-                        BKMajor>;
+                        BKMajor, OneTile>;
+template <class X>
+struct TypeTag {
+  using type = X;
+};
 
 // A's and B's TMA loads fill L2 in 256-byte lines rather than the 128 bytes that CuTe's
 // make_tma_copy encodes (fixed there), when the operand's rows start on 256-byte boundaries: a
@@ -90,6 +94,10 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
   using S = ConfigShape<Cfg>;
   static_assert(T::kSmemBytes == smem_bytes_for(S::BM, S::BN, S::BK, S::Stages, S::Pingpong), "host smem formula is stale");
   auto* kernel = &gemm_kernel<T>;
+  // The row's one-tile kernel (Traits::kOneTile), where it has one: the same tile, ring and smem.
+  constexpr bool kHasOneTile = supports_one_tile(S::BM, S::BN, S::Pingpong);
+  using T1 = TraitsOf<Cfg, DT, AKMajor, BKMajor, kHasOneTile>;
+  static_assert(T1::kSmemBytes == T::kSmemBytes, "the one-tile kernel shares the general kernel's shared memory");
   // This tile's stream-K fix-up is compiled out (config_shape.hpp): refuse before touching the device.
   if (dec.stream_k && !supports_stream_k(S::BM, S::Pingpong)) return cudaErrorInvalidValue;
 
@@ -120,6 +128,11 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
     if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
         e != cudaSuccess)
       return e;
+    if constexpr (kHasOneTile) {
+      if (cudaError_t e = cudaFuncSetAttribute(&gemm_kernel<T1>, cudaFuncAttributeMaxDynamicSharedMemorySize, T1::kSmemBytes);
+          e != cudaSuccess)
+        return e;
+    }
     int clusters = sm_count / T::kCluster;
     if constexpr (T::kCluster > 1) {
       cfg.gridDim = dim3(unsigned(sm_count / T::kCluster * T::kCluster));
@@ -146,47 +159,61 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
 
     const int epi_mode = T::epilogue_mode(q, dec.splits, dec.epilogue);
     if (epi_mode < 0) return cudaErrorInvalidValue;  // a column-major D that the TMA store cannot write
-    KernelParams<T> kp{q,  T::make_tma_a(q), T::make_tma_b(q), {}, {}, {}, {}, epi_mode, sched, nullptr, nullptr, nullptr,
-                       nullptr, int(tiles_m), int(tiles_n), int(tiles_mc), int(tiles_nc), 0, 0,
-                       0, nullptr, 0};
-    if constexpr (T::kL2Warm) (q.m > q.n ? kp.prefetch_a : kp.prefetch_b) = dec.l2_warm;  // the weights
-    promote_l2_256(kp.tma_a, q.a, q.lda, q.batch_stride_a, sizeof(typename T::Element));
-    promote_l2_256(kp.tma_b, q.b, q.ldb, q.batch_stride_b, sizeof(typename T::Element));
-    if (kp.epi_mode == kEpiTma) {
-      const bool col = q.epi.d_col_major, with_c = q.epi.beta != 0.0f;
-      if (col) kp.tma_dt = T::make_tma_dt(q);
-      else kp.tma_d = T::make_tma_d(q);
-      if (with_c && col) kp.tma_ct = T::make_tma_ct(q);
-      if (with_c && !col) kp.tma_c = T::make_tma_c(q);
-    }
-    if (dec.splits > 1) {
-      // Layout of gemm_impl::splitk_bytes: partial tiles, then the ranges' sign-in (KernelParams::
-      // fold_parallel and fold_epoch): flags raised to this launch's epoch, nothing to clear, or a
-      // counter per tile, zeroed here (a caller's workspace arrives with anything in it).
-      kp.partials = static_cast<float*>(dec.workspace);
-      void* const sync = kp.partials + tiles * dec.splits * T::BM * T::BN;
-      kp.fold_parallel = supports_parallel_fold(S::BM, S::BN, S::Pingpong) && sched.units <= clusters;
-      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;  // a graph replays one epoch
-      if (cudaError_t e = cudaStreamIsCapturing(stream, &capture); e != cudaSuccess) return e;
-      if (kp.fold_parallel && capture == cudaStreamCaptureStatusNone) {
-        kp.fold_flags = static_cast<unsigned long long*>(sync);
-        kp.fold_epoch = next_fold_epoch();
-      } else {
-        kp.counters = static_cast<unsigned*>(sync);
-        if (cudaError_t e = cudaMemsetAsync(kp.counters, 0, tiles * sizeof(unsigned), stream); e != cudaSuccess)
-          return e;
+    // The one-tile kernel: one wave in which every CTA has one whole tile (data-parallel), and an
+    // epilogue that only scales and converts (D by TMA; no C, bias or activation). Its grid is the
+    // tiles themselves, (tiles_nc * cluster, tiles_mc, batches).
+    const bool one_tile = kHasOneTile && dec.one_tile && dec.splits == 1 && sched.sk_units == 0 &&
+                          sched.units <= clusters && epi_mode == kEpiTma && q.epi.beta == 0.0f &&
+                          q.epi.bias == nullptr && q.epi.activation == kActNone && tiles_mc <= 65535;
+    auto go = [&](auto kernel_tag) {
+      using TT = typename decltype(kernel_tag)::type;
+      KernelParams<TT> kp{q,  TT::make_tma_a(q), TT::make_tma_b(q), {}, {}, {}, {}, epi_mode, sched, nullptr, nullptr, nullptr,
+                         nullptr, int(tiles_m), int(tiles_n), int(tiles_mc), int(tiles_nc), 0, 0,
+                         0, nullptr, 0};
+      if constexpr (TT::kL2Warm) (q.m > q.n ? kp.prefetch_a : kp.prefetch_b) = dec.l2_warm;  // the weights
+      promote_l2_256(kp.tma_a, q.a, q.lda, q.batch_stride_a, sizeof(typename TT::Element));
+      promote_l2_256(kp.tma_b, q.b, q.ldb, q.batch_stride_b, sizeof(typename TT::Element));
+      if (kp.epi_mode == kEpiTma) {
+        const bool col = q.epi.d_col_major, with_c = q.epi.beta != 0.0f;
+        if (col) kp.tma_dt = TT::make_tma_dt(q);
+        else kp.tma_d = TT::make_tma_d(q);
+        if (with_c && col) kp.tma_ct = TT::make_tma_ct(q);
+        if (with_c && !col) kp.tma_c = TT::make_tma_c(q);
       }
-    } else if (sched.sk_units > 0) {
-      // One partial tile per CTA of the grid, then one flag per CTA: within gemm_impl::streamk_bytes,
-      // which sizes both for one CTA per SM.
-      const long long slots = workers * T::kCluster;
-      kp.sk_partials = static_cast<float*>(dec.workspace);
-      kp.sk_flags = reinterpret_cast<int*>(kp.sk_partials + slots * T::BM * T::BN);
-      if (cudaError_t e = cudaMemsetAsync(kp.sk_flags, 0, slots * sizeof(int), stream); e != cudaSuccess) return e;
+      if (dec.splits > 1) {
+        // Layout of gemm_impl::splitk_bytes: partial tiles, then the ranges' sign-in (KernelParams::
+        // fold_parallel and fold_epoch): flags raised to this launch's epoch, nothing to clear, or a
+        // counter per tile, zeroed here (a caller's workspace arrives with anything in it).
+        kp.partials = static_cast<float*>(dec.workspace);
+        void* const sync = kp.partials + tiles * dec.splits * T::BM * T::BN;
+        kp.fold_parallel = supports_parallel_fold(S::BM, S::BN, S::Pingpong) && sched.units <= clusters;
+        cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;  // a graph replays one epoch
+        if (cudaError_t e = cudaStreamIsCapturing(stream, &capture); e != cudaSuccess) return e;
+        if (kp.fold_parallel && capture == cudaStreamCaptureStatusNone) {
+          kp.fold_flags = static_cast<unsigned long long*>(sync);
+          kp.fold_epoch = next_fold_epoch();
+        } else {
+          kp.counters = static_cast<unsigned*>(sync);
+          if (cudaError_t e = cudaMemsetAsync(kp.counters, 0, tiles * sizeof(unsigned), stream); e != cudaSuccess)
+            return e;
+        }
+      } else if (sched.sk_units > 0) {
+        // One partial tile per CTA of the grid, then one flag per CTA: within gemm_impl::streamk_bytes,
+        // which sizes both for one CTA per SM.
+        const long long slots = workers * T::kCluster;
+        kp.sk_partials = static_cast<float*>(dec.workspace);
+        kp.sk_flags = reinterpret_cast<int*>(kp.sk_partials + slots * T::BM * T::BN);
+        if (cudaError_t e = cudaMemsetAsync(kp.sk_flags, 0, slots * sizeof(int), stream); e != cudaSuccess) return e;
+      }
+      cfg.gridDim = dim3(unsigned(workers * T::kCluster));
+      cfg.numAttrs = dec.dependent_launch ? 2 : 1;
+      if (one_tile) cfg.gridDim = dim3(unsigned(tiles_nc * T::kCluster), unsigned(tiles_mc), unsigned(q.batch));
+      return cudaLaunchKernelEx(&cfg, &gemm_kernel<TT>, kp);
+    };
+    if constexpr (kHasOneTile) {
+      if (one_tile) return go(TypeTag<T1>{});
     }
-    cfg.gridDim = dim3(unsigned(workers * T::kCluster));
-    cfg.numAttrs = dec.dependent_launch ? 2 : 1;
-    return cudaLaunchKernelEx(&cfg, kernel, kp);
+    return go(TypeTag<T>{});
   });
 }
 

@@ -21,6 +21,7 @@ struct Decomposition : gemm_impl::Decomposition {
   int l2_warm = 0;                // k-tiles of the larger operand prefetched into L2 at entry (gemm_impl::l2_warm_ktiles)
   int epilogue = kEpiAuto;        // EpiMode forced where it can run (TESSERA_SM90_EPILOGUE)
   bool dependent_launch = true;   // programmatic dependent launch (TESSERA_GEMM_PDL=0 turns it off)
+  bool one_tile = true;           // the one-tile kernel where it can run (TESSERA_GEMM_ONE_TILE=0 turns it off)
 };
 
 // `sm_count` sizes the persistent grid (one CTA per SM at most).
