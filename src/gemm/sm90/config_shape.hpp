@@ -45,11 +45,13 @@ constexpr bool supports_parallel_fold(int bm, int bn, bool pingpong) { return co
 // and 192x192 consumers, so those tiles refuse a column-major D.
 constexpr bool supports_flip(int bm, int bn, bool pingpong) { return consumers_have_room(bm, bn, pingpong); }
 
-// The one-tile kernel (kernel.cuh, Traits::kOneTile) of the cooperative tiles at most 128 wide,
-// the ones whose problems fit in one wave (decode shapes, ~1000^3): a second kernel per row, about
-// a quarter of the first's code, launched when every CTA has exactly one tile and the epilogue only
-// scales (launch.cuh).
-constexpr bool supports_one_tile(int bm, int bn, bool pingpong) { return !pingpong && consumers_have_room(bm, bn, pingpong); }
+// The one-tile kernel (kernel.cuh, Traits::kOneTile) of the cooperative tiles with one or two
+// consumer warpgroups, whose problems may fit in one wave (decode shapes, ~1000^3 on the narrow
+// tiles; 2048^3 and 1024x4096xK on 128x256 pairs): a second kernel per row, a fraction of the
+// first's code, launched when every CTA has exactly one tile and the epilogue only scales
+// (launch.cuh). The three-warpgroup tiles (192 rows) have no second kernel: one wave of them is
+// rare and their TUs are the slowest to compile.
+constexpr bool supports_one_tile(int bm, int bn, bool pingpong) { return !pingpong && consumer_warpgroups(bm, pingpong) < 3; }
 
 // The L2 warm-up at kernel entry (kernel.cuh, KernelParams::prefetch_a / prefetch_b) is compiled into
 // the decode tiles (cooperative, a side of 64), the only ones that use it (gemm/configs.cpp

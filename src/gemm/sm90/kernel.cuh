@@ -18,7 +18,10 @@
 //     D, a C that TMA cannot read and split-K go through fp32 sub-tiles.
 //
 // Work: a persistent walk over (tile, k-tile range) items (gemm/schedule.hpp): whole tiles, split-K
-// ranges, or stream-K shares whose partial tiles are folded into the owner's accumulators.
+// ranges, or stream-K shares whose partial tiles are folded into the owner's accumulators. The
+// one-tile kernel (Traits::kOneTile, the same template) runs a launch of one wave with a plain
+// epilogue: each CTA's tile is its block index, and none of the code above that it does not need is
+// compiled into it.
 //
 // Canonical problem (gemm/plan.hpp): D (M x N, row-major) = A (M x K) * B^T with B stored N x K; A
 // and B K-major or MN-major, 16-byte aligned with 16-byte leading dimensions (TMA's rules; the
