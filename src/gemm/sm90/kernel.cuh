@@ -400,6 +400,14 @@ __device__ __forceinline__ TileCoord one_tile_coord(int rank) {
   c.n = int(blockIdx.x) / (ClusterM * ClusterN) * ClusterN + (ClusterN > 1 ? rank : 0);
   return c;
 }
+// The one-tile kernel's walk, for the producer and the consumers alike: one item, the whole K of
+// the block's tile; `taken` is the walk's state.
+__device__ __forceinline__ bool one_tile_item(bool& taken, int k_tiles, WorkItem& w) {
+  if (taken) return false;
+  taken = true;
+  w.tile = 0, w.split = 0, w.kt_begin = 0, w.kt_end = k_tiles;
+  return true;
+}
 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_constant__ KernelParams<T> p) {
@@ -416,6 +424,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   const int warp_group = threadIdx.x / 128;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
+  // D leaves by TMA store (EpiMode kEpiTma; always in the one-tile kernel). Evaluated where used: the
+  // mode is re-read from the parameters rather than held across the mainloop.
+  auto stores_by_tma = [&] { return kOneTile || p.epi_mode == kEpiTma; };
   const int cta_rank = kCluster > 1 ? int(block_rank_in_cluster()) : 0;  // position in the cluster
 
   allow_dependent_launch();
@@ -456,7 +467,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   if (warp == 0 && elect_one_sync()) {
     prefetch_tma_descriptor(p.tma_a.get_tma_descriptor());
     prefetch_tma_descriptor(p.tma_b.get_tma_descriptor());
-    if (kOneTile || p.epi_mode == kEpiTma) {
+    if (stores_by_tma()) {
       const bool col = T::kFlip && p.g.epi.d_col_major, with_c = !kOneTile && p.g.epi.beta != 0.0f;
       prefetch_tma_descriptor(col ? p.tma_dt.get_tma_descriptor() : p.tma_d.get_tma_descriptor());
       if (with_c) prefetch_tma_descriptor(col ? p.tma_ct.get_tma_descriptor() : p.tma_c.get_tma_descriptor());
@@ -512,14 +523,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       TESSERA_SM90_PROBE_PM(5)
       // Work items: the walk's, or the one-tile kernel's one (its tile from the block index).
       Walk walk(p.sched, int(blockIdx.x) / kCluster);
-      bool one_tile_left = true;
+      bool one_tile_taken = false;
       auto next_item = [&](WorkItem& w) {
-        if constexpr (kOneTile) {
-          w.tile = 0, w.split = 0, w.kt_begin = 0, w.kt_end = p.sched.k_tiles;
-          const bool left = one_tile_left;
-          one_tile_left = false;
-          return left;
-        }
+        if constexpr (kOneTile) return one_tile_item(one_tile_taken, p.sched.k_tiles, w);
         return walk.next(p.sched, int(blockIdx.x) / kCluster, int(gridDim.x) / kCluster, w);
       };
       for (WorkItem w; next_item(w);) {
@@ -607,14 +613,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   // `turn_phase` is the parity of this warpgroup's next turn: a fresh barrier passes parity 1, so
   // warpgroup 1 starts at once and warpgroup 2 waits for warpgroup 1's first mainloop.
   uint32_t turn_phase = warp_group == 1 ? 1 : 0;
-  bool one_tile_done = false;
+  bool one_tile_taken = false;
   auto next_item = [&](WorkItem& w, bool pass_one) {
-    if constexpr (kOneTile) {  // its one item: the whole K of the block's tile
-      if (one_tile_done) return false;
-      one_tile_done = true;
-      w.tile = 0, w.split = 0, w.kt_begin = 0, w.kt_end = sched.k_tiles;
-      return true;
-    }
+    if constexpr (kOneTile) return one_tile_item(one_tile_taken, sched.k_tiles, w);
     if constexpr (T::Pingpong) {
       if (pass_one) {
         if (!walk.next(sched, cta_index() / kCluster, grid_size() / kCluster, w)) return false;
@@ -903,7 +904,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
         constexpr int kSub = kCol ? T::kStoreNT : T::kStoreN;
         CUTE_UNROLL
         for (int sub = 0; sub < BN / kSub; ++sub) {
-          if ((kOneTile || p.epi_mode == kEpiTma) && wtid == 0) {
+          if (stores_by_tma() && wtid == 0) {
             if (sub == 0) tma_store_wait<0>();  // a tile may end on either buffer: all of them free
             else tma_store_wait<T::kEpiBuffers - 1>();
           }
@@ -931,7 +932,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
           }
           if (extras) fill(sub, cute::true_type{}, col_c);
           else fill(sub, cute::false_type{}, col_c);
-          if (kOneTile || p.epi_mode == kEpiTma) {
+          if (stores_by_tma()) {
             tma_store_fence();
             cutlass::arch::NamedBarrier::arrive_and_wait(128, epi_barrier);
             if (wtid == 0 && m_base < g.m && c.n * BN + sub * kSub < g.n) {  // boxes wholly outside D: none
@@ -1138,7 +1139,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   }
   TESSERA_SM90_PROBE_PM(4)
   // The last TMA stores must have read this CTA's shared memory before it exits.
-  if ((kOneTile || p.epi_mode == kEpiTma) && wtid == 0) tma_store_wait<0>();
+  if (stores_by_tma() && wtid == 0) tma_store_wait<0>();
   TESSERA_SM90_PROBE_EXIT()
   TESSERA_SM90_PROBE_LAST()
 #endif

@@ -205,9 +205,9 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
         kp.sk_flags = reinterpret_cast<int*>(kp.sk_partials + slots * T::BM * T::BN);
         if (cudaError_t e = cudaMemsetAsync(kp.sk_flags, 0, slots * sizeof(int), stream); e != cudaSuccess) return e;
       }
-      cfg.gridDim = dim3(unsigned(workers * T::kCluster));
+      cfg.gridDim = TT::kOneTile ? dim3(unsigned(tiles_nc * T::kCluster), unsigned(tiles_mc), unsigned(q.batch))
+                                 : dim3(unsigned(workers * T::kCluster));
       cfg.numAttrs = dec.dependent_launch ? 2 : 1;
-      if (one_tile) cfg.gridDim = dim3(unsigned(tiles_nc * T::kCluster), unsigned(tiles_mc), unsigned(q.batch));
       return cudaLaunchKernelEx(&cfg, &gemm_kernel<TT>, kp);
     };
     if constexpr (kHasOneTile) {
