@@ -1,0 +1,43 @@
+// The skinny GEMM's launcher and its six instantiations (A/B dtype x at most 8, 16 or 64 rows of X).
+#include "gemm/launch_batched.hpp"
+#include "gemm/skinny/kernel.cuh"
+#include "gemm/skinny/skinny.hpp"
+
+namespace tessera::gemm_impl::skinny {
+namespace {
+
+template <bool BF16, int kMT, bool kHalf>
+cudaError_t launch(const Operands& op, const EpilogueParams& epi, int batch, cudaStream_t stream) {
+  const dim3 grid(unsigned((op.rows_w + 7) / 8), unsigned(batch));
+  skinny_kernel<BF16, kMT, kHalf><<<grid, kThreads, 0, stream>>>(op, epi);
+  return cudaGetLastError();
+}
+
+template <bool BF16>
+cudaError_t launch_rows(const Operands& op, const EpilogueParams& epi, int batch, cudaStream_t stream) {
+  if (op.rows_x <= 8) return launch<BF16, 1, true>(op, epi, batch, stream);
+  if (op.rows_x <= 16) return launch<BF16, 1, false>(op, epi, batch, stream);
+  return launch<BF16, 4, false>(op, epi, batch, stream);
+}
+
+}  // namespace
+
+cudaError_t run(int ab_dtype, const GemmParams& p, cudaStream_t stream) {
+  return launch_batched(p, [&](const GemmParams& q) {
+    const bool x_is_a = q.m <= q.n;
+    Operands op;
+    op.x = x_is_a ? q.a : q.b;
+    op.ldx = x_is_a ? q.lda : q.ldb;
+    op.batch_stride_x = x_is_a ? q.batch_stride_a : q.batch_stride_b;
+    op.w = x_is_a ? q.b : q.a;
+    op.ldw = x_is_a ? q.ldb : q.lda;
+    op.batch_stride_w = x_is_a ? q.batch_stride_b : q.batch_stride_a;
+    op.rows_x = x_is_a ? q.m : q.n;
+    op.rows_w = x_is_a ? q.n : q.m;
+    op.k = q.k;
+    op.x_is_a = x_is_a;
+    return ab_dtype == kBF16 ? launch_rows<true>(op, q.epi, q.batch, stream) : launch_rows<false>(op, q.epi, q.batch, stream);
+  });
+}
+
+}  // namespace tessera::gemm_impl::skinny
