@@ -41,7 +41,8 @@ tessera_gemm_args_t to_c(const GemmArgs& a) {
                              a.bias,
                              tessera_bias_mode_t(a.bias_mode),
                              a.bias_batch_stride,
-                             tessera_activation_t(a.activation)};
+                             tessera_activation_t(a.activation),
+                             a.max_sms};
 }
 
 GemmArgs from_c(const tessera_gemm_args_t& a) {
@@ -59,6 +60,7 @@ GemmArgs from_c(const tessera_gemm_args_t& a) {
   r.bias_mode = BiasMode(a.bias_mode);  // out-of-range codes are rejected by validation
   r.bias_batch_stride = a.bias_batch_stride;
   r.activation = Activation(a.activation);
+  r.max_sms = a.max_sms;
   return r;
 }
 
@@ -83,6 +85,7 @@ static void copy_attention_fields(To& r, const From& a) {
     r.o_stride[i] = a.o_stride[i];
   }
   r.softmax_scale = a.softmax_scale;
+  r.max_sms = a.max_sms;
 }
 
 tessera_attention_args_t to_c(const AttentionArgs& a) {
@@ -147,6 +150,8 @@ const char* tessera_gemm_config_description(int i) {
   const auto& c = tessera::gemm_impl::configs();
   return i >= 0 && i < int(c.size()) ? c[i].reason : nullptr;
 }
+
+void tessera_reread_environment(void) { tessera::reread_environment(); }
 
 const char* tessera_status_string(tessera_status_t status) { return tessera::detail::status_string(status); }
 const char* tessera_last_error(void) { return tessera::detail::last_error(); }

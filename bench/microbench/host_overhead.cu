@@ -6,6 +6,9 @@
 //   - cuTensorMapEncodeTiled itself (through a cached pointer),
 //   - cudaLaunchKernelEx of an empty kernel, with and without a cluster dimension,
 //   - tessera::gemm_select_config (validate + plan + heuristic), tessera::gemm, cublasLtMatmul.
+//   - back-to-back tessera::gemm on each kind of stream (created non-blocking / blocking, the
+//     legacy default stream, per-thread default) with programmatic dependent launch on and off:
+//     host time per call and GPU time per call (events), to see what PDL costs where.
 // Build: nvcc -O3 -std=c++17 -arch=sm_90a host_overhead.cu -Iinclude -Lbuild -ltessera -lcublasLt -o host_overhead
 // Run:   LD_LIBRARY_PATH=build ./host_overhead [M N K]   (bf16, tn, column-major D)
 #include <cublasLt.h>
@@ -19,6 +22,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "check.hpp"
 #include "tessera/tessera.hpp"
@@ -176,5 +180,42 @@ int main(int argc, char** argv) {
                                         stream));
               }));
   std::printf("events per call, empty <<<>>>     %7.2f\n", gpu_us([&] { empty_kernel<<<sms, 384, smem, stream>>>(); }));
+
+  // PDL by stream kind: 20 back-to-back calls between two events (as a Python loop sees them) and
+  // the host time per call. TESSERA_GEMM_PDL is read once per process: reread after each change.
+  cudaStream_t blocking;
+  CHECK(cudaStreamCreate(&blocking));
+  const std::pair<const char*, cudaStream_t> kinds[] = {
+      {"non-blocking", stream}, {"blocking", blocking}, {"legacy (0)", nullptr}, {"per-thread", cudaStreamPerThread}};
+  std::printf("\nback-to-back tessera::gemm, 20 calls: host us/call, GPU us/call (events)\n");
+  for (const char* pdl : {"1", "0"}) {
+    setenv("TESSERA_GEMM_PDL", pdl, 1);
+    tessera::reread_environment();
+    for (const auto& [name, s] : kinds) {
+      auto call = [&, s = s] {
+        if (!tessera::gemm(args, s, ws, ws_bytes).ok()) std::exit(3);
+      };
+      for (int i = 0; i < 20; ++i) call();
+      CHECK(cudaDeviceSynchronize());
+      double host[9], gpu[9];
+      for (int r = 0; r < 9; ++r) {
+        CHECK(cudaEventRecord(e0, s));
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < 20; ++i) call();
+        const auto t1 = std::chrono::steady_clock::now();
+        CHECK(cudaEventRecord(e1, s));
+        CHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        host[r] = std::chrono::duration<double, std::micro>(t1 - t0).count() / 20;
+        gpu[r] = ms * 1000.0 / 20;
+      }
+      std::sort(host, host + 9);
+      std::sort(gpu, gpu + 9);
+      std::printf("PDL=%s %-13s host %7.2f  gpu %7.2f\n", pdl, name, host[4], gpu[4]);
+    }
+  }
+  unsetenv("TESSERA_GEMM_PDL");
+  tessera::reread_environment();
   return 0;
 }

@@ -116,21 +116,34 @@ int main(int argc, char** argv) {
     p.n = N / I, p.batch = I, p.ldb = int64_t(K) * I, p.batch_stride_b = K, p.batch_stride_a = 0;
     p.epi.ldd = N / I, p.epi.batch_stride_d = int64_t(M) * (N / I);
   }
-  gi::sm90::Decomposition dec;
+  // The launch as gemm/launch_plan.cpp would plan it for this config (the microbench calls the
+  // launcher directly, bypassing the plan, to time one config).
+  using Shape = gi::sm90::ConfigShape<CFG>;
+  gi::sm90::Launch dec;
   dec.stream_k = stream_k;
   dec.splits = splits;
-  dec.one_tile = !(std::getenv("ONE_TILE") && !std::strcmp(std::getenv("ONE_TILE"), "0"));  // ONE_TILE=0: the general kernel
+  dec.clusters = gi::sm90::prepare<CFG, gi::kBF16, true, true>(prop.multiProcessorCount);
+  if (dec.clusters <= 0) CHECK(cudaError_t(-dec.clusters));
+  dec.epi_mode = gi::sm90::epilogue_mode(gi::sm90::supports_flip(Shape::BM, Shape::BN, Shape::Pingpong), gi::kBF16,
+                                         p.epi, splits, gi::sm90::kEpiAuto);
+  gi::sm90::Grid grid;
+  gi::sm90::grid_of({Shape::BM, Shape::BN, Shape::BK, Shape::ClusterM, Shape::ClusterN}, p.m, p.n, p.k, p.batch, splits,
+                    stream_k, dec.clusters, &grid);
+  const bool one_round = grid.sched.units <= dec.clusters;
+  dec.fold_parallel = splits > 1 && one_round && gi::sm90::supports_parallel_fold(Shape::BM, Shape::BN, Shape::Pingpong);
+  dec.one_tile = !(std::getenv("ONE_TILE") && !std::strcmp(std::getenv("ONE_TILE"), "0")) &&  // ONE_TILE=0: the general kernel
+                 gi::sm90::supports_one_tile(Shape::BM, Shape::BN, Shape::Pingpong) && splits == 1 &&
+                 grid.sched.sk_units == 0 && one_round && dec.epi_mode == gi::sm90::kEpiTma;
   void* ws = nullptr;
   if (stream_k) {  // one BM x BN fp32 partial and a flag per CTA: generous for every config
     CHECK(cudaMalloc(&ws, size_t(prop.multiProcessorCount) * (256 * 256 * 4 + 4)));
     dec.workspace = ws;
   } else if (splits > 1) {  // every tile's partials, then a counter or flags per tile (gemm_impl::splitk_bytes)
-    using Shape = gi::sm90::ConfigShape<CFG>;
     const size_t tiles = size_t((M + Shape::BM - 1) / Shape::BM + 1) * ((N + Shape::BN - 1) / Shape::BN + 1);
     CHECK(cudaMalloc(&ws, tiles * splits * (Shape::BM * Shape::BN * 4 + 8)));
     dec.workspace = ws;
   }
-  auto run = [&] { CHECK((gi::sm90::launch<CFG, gi::kBF16, true, true>(p, prop.multiProcessorCount, dec, 0))); };
+  auto run = [&] { CHECK((gi::sm90::launch<CFG, gi::kBF16, true, true>(p, dec, 0))); };
   for (int i = 0; i < 5; ++i) run();
   CHECK(cudaDeviceSynchronize());
   static probe::Cta zero[probe::kCtas];

@@ -97,10 +97,17 @@ typedef struct tessera_gemm_args_t {
   tessera_bias_mode_t bias_mode;
   int64_t bias_batch_stride;    /* elements between batches' bias vectors; 0 = one vector for all batches */
   tessera_activation_t activation;
+  /* SM budget (like cuBLASLt's SM count target): at most this many SMs run the GEMM's CTAs at once;
+   * 0 = every SM. With a budget no CTA ever waits for another CTA (split-K folds serially, no
+   * stream-K), so a GEMM stays correct and finishes beside kernels that hold the other SMs (NCCL). */
+  int max_sms;
 } tessera_gemm_args_t;
 
 /* Bytes of workspace that let every operand use the fastest path (0 if none is needed).
- * With less workspace the call still works, on a slower path where needed. */
+ * With less workspace the call still works, on a slower path where needed.
+ * Workspace contract: a workspace belongs to one call at a time. Calls on one stream may share
+ * one (they run in order); calls that can run concurrently (other streams, other host threads,
+ * replays of a captured graph beside eager calls) need one each. */
 tessera_status_t tessera_gemm_workspace_size(const tessera_gemm_args_t* args, size_t* bytes);
 
 /* Runs the GEMM on `stream` (a cudaStream_t; NULL = the default stream). Asynchronous.
@@ -139,9 +146,18 @@ typedef struct tessera_attention_args_t {
   int64_t o_stride[3];
   float softmax_scale;  /* 0 = 1 / sqrt(head_dim) */
   int causal;
+  /* SM budget (0 = every SM): at most this many SMs run the call's CTAs at once; no CTA waits for
+   * another, so the call finishes beside kernels that hold the other SMs. */
+  int max_sms;
 } tessera_attention_args_t;
 
 tessera_status_t tessera_attention(const tessera_attention_args_t* args, void* stream);
+
+/* The TESSERA_* environment variables (overrides for measurements and tests, README) are read once,
+ * at the first call that needs them. This re-reads them and drops the memoized launch plans, for
+ * tests and tools that change the environment inside one process. Not for concurrent use with
+ * other tessera calls. */
+void tessera_reread_environment(void);
 
 const char* tessera_status_string(tessera_status_t status);
 /* Message of the last failed call on this host thread ("" if none). */

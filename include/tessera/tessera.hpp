@@ -90,10 +90,16 @@ struct GemmArgs {
   BiasMode bias_mode = BiasMode::None;
   int64_t bias_batch_stride = 0;
   Activation activation = Activation::None;
+  // SM budget (tessera_gemm_args_t::max_sms): at most this many SMs at once, 0 = all; with a budget
+  // no CTA waits for another (serial split-K fold, no stream-K), so the GEMM finishes beside kernels
+  // holding the other SMs.
+  int max_sms = 0;
 };
 
 // D = act(alpha * op(A) * op(B) + beta * C + bias) on `stream` (a cudaStream_t; nullptr = default
-// stream).
+// stream). Workspace contract (tessera.h): one workspace per concurrently running call; calls on one
+// stream may share one. Host side: decisions are memoized per problem signature (a launch plan per
+// device, shapes, majors, alignment class, dtypes, epilogue, batch, budget), per host thread.
 Status gemm(const GemmArgs& args, void* stream = nullptr, void* workspace = nullptr,
             size_t workspace_bytes = 0);
 // Workspace that lets every operand take the fastest path (0 when none is needed): zero-padded
@@ -140,6 +146,7 @@ struct AttentionArgs {
   int64_t o_stride[3] = {0, 0, 0};
   float softmax_scale = 0.0f;  // 0 = 1/sqrt(head_dim)
   bool causal = false;
+  int max_sms = 0;  // SM budget, 0 = every SM (tessera_attention_args_t::max_sms)
 };
 
 // Contiguous strides for a [B, S, H, D] ("bshd") or [B, H, S, D] ("bhsd") tensor.
@@ -155,6 +162,10 @@ inline void bhsd_strides(int64_t s, int64_t h, int64_t d, int64_t (&st)[3]) {
 }
 
 Status attention(const AttentionArgs& args, void* stream = nullptr);
+
+// The TESSERA_* overrides are read once per process; this re-reads them and drops memoized launch
+// plans (tests, tools). Not for concurrent use with other tessera calls.
+void reread_environment();
 
 // Conversions to and from the C ABI structs (used by the C ABI and the CLI).
 tessera_matrix_t to_c(const Matrix& m);

@@ -13,6 +13,7 @@
 #include "attention/sm90/launch.hpp"
 #include "attention/validate.hpp"
 #include "core/device.hpp"
+#include "core/environment.hpp"
 #include "core/injective.hpp"
 #include "core/status.hpp"
 #include "tessera/tessera.hpp"
@@ -46,21 +47,9 @@ bool head_dim_supported(int64_t head_dim) {
   return false;
 }
 
-// TESSERA_ATTN_ARCH=80 keeps the sm80 family on a Hopper GPU (comparison, tests); unset = the
-// newest family the device runs.
-Status family_override(int* arch) {
-  *arch = 0;
-  const char* env = std::getenv("TESSERA_ATTN_ARCH");
-  if (!env || !*env) return Status::success();
-  if (std::strcmp(env, "80") == 0 || std::strcmp(env, "90") == 0) {
-    *arch = std::atoi(env);
-    return Status::success();
-  }
-  return invalid(std::string("TESSERA_ATTN_ARCH: must be 80 or 90 (got '") + env + "')");
-}
-
 // The default configuration for a head dim on a device of compute capability `cc` (major*10+minor):
-// the first sm90 row on cc 9.0 (unless `arch` = 80), else the first sm80 row; null if none.
+// the first sm90 row on cc 9.0 (unless `arch` = 80, TESSERA_ATTN_ARCH), else the first sm80 row;
+// null if none.
 const AttnConfig* config_for(int64_t head_dim, int cc, int arch) {
   const bool hopper = cc == 90 && arch != 80;
   for (const AttnConfig& c : kConfigs)
@@ -70,23 +59,23 @@ const AttnConfig* config_for(int64_t head_dim, int cc, int arch) {
   return nullptr;
 }
 
-// TESSERA_ATTN_CONFIG=<name> (for tuning and tests) must name a config of this head dim; without
-// it, the default for the device.
+// The configuration for this call: TESSERA_ATTN_CONFIG (for tuning and tests) must name a config of
+// this head dim; without it, the default for the device. The overrides come from the environment
+// snapshot (core/environment.hpp), read once per process.
 Status requested_config(int64_t head_dim, int cc, const AttnConfig** out) {
-  int arch = 0;
-  if (Status s = family_override(&arch); !s.ok()) return s;
-  *out = config_for(head_dim, cc, arch);
-  const char* env = std::getenv("TESSERA_ATTN_CONFIG");
-  if (!env || !*env) return Status::success();
+  const detail::Environment& env = detail::environment();
+  if (!env.attn_error.ok()) return env.attn_error;
+  *out = config_for(head_dim, cc, env.attn_arch);
+  if (env.attn_config.empty()) return Status::success();
   for (const AttnConfig& c : kConfigs)
-    if (std::strcmp(c.name, env) == 0) {
+    if (env.attn_config == c.name) {
       if (c.d != head_dim)
-        return invalid(std::string("TESSERA_ATTN_CONFIG: '") + env + "' is for head_dim " + std::to_string(c.d) +
+        return invalid("TESSERA_ATTN_CONFIG: '" + env.attn_config + "' is for head_dim " + std::to_string(c.d) +
                        ", not " + std::to_string(head_dim));
       *out = &c;
       return Status::success();
     }
-  return invalid(std::string("TESSERA_ATTN_CONFIG: unknown configuration '") + env + "'");
+  return invalid("TESSERA_ATTN_CONFIG: unknown configuration '" + env.attn_config + "'");
 }
 
 std::string head_dims() {
@@ -109,8 +98,12 @@ Status validate(const AttentionArgs& a) {
     if (v > INT_MAX - 1024)
       return invalid(std::string(name) + ": must be <= 2^31 - 1025 (got " + std::to_string(v) + ")");
   }
-  if (a.heads_q > 65535) return invalid("heads_q: must be <= 65535 (grid limit)");
-  if (a.batch > 65535) return invalid("batch: must be <= 65535 (grid limit)");
+  if (a.max_sms < 0) return invalid("max_sms: must be >= 0 (0 = every SM), got " + std::to_string(a.max_sms));
+  // One CTA per (query block, head, batch) in a one-dimensional grid (launch_kernel.cuh); 64 rows is
+  // the smallest query block.
+  if ((a.seqlen_q + 63) / 64 * a.heads_q * a.batch > INT_MAX)
+    return invalid("batch, heads_q, seqlen_q: more than 2^31 query blocks of 64 rows (batch x heads_q x "
+                   "ceil(seqlen_q / 64) = " + std::to_string((a.seqlen_q + 63) / 64 * a.heads_q * a.batch) + ")");
   if (!head_dim_supported(a.head_dim))
     return invalid("head_dim: " + std::to_string(a.head_dim) + " is not supported (supported: " + head_dims() + ")");
   if (a.heads_q % a.heads_kv != 0)
@@ -216,8 +209,8 @@ Status attention(const AttentionArgs& args, void* stream) {
     p.scale_log2 = p.scale * 1.4426950408889634f;
     const bool bf16 = args.dtype == DType::BF16;
     const cudaError_t e = cfg->arch == 90
-                              ? attn::sm90::run(cfg->id, bf16, args.causal, p, static_cast<cudaStream_t>(stream))
-                              : attn::sm80::run(cfg->id, bf16, args.causal, p, static_cast<cudaStream_t>(stream));
+                              ? attn::sm90::run(cfg->id, bf16, args.causal, p, args.max_sms, static_cast<cudaStream_t>(stream))
+                              : attn::sm80::run(cfg->id, bf16, args.causal, p, args.max_sms, static_cast<cudaStream_t>(stream));
     if (e != cudaSuccess) return detail::fail(TESSERA_STATUS_CUDA_ERROR, std::string(cfg->name) + ": " + cudaGetErrorString(e));
     return Status::success();
   };

@@ -36,11 +36,13 @@ struct QueryBlock {
 template <int BM, int BN, bool Causal>
 __device__ __forceinline__ QueryBlock query_block(const AttnParams& p) {
   QueryBlock q;
+  const int block = p.block0 + int(blockIdx.x);  // (query block, head, batch), query blocks fastest
+  const int m = block % p.m_blocks, bh = block / p.m_blocks;
   // Causal: the highest query blocks see the most keys; launch them first (longest-first) so the
   // short ones fill the tail of the grid.
-  q.m_block = Causal ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
-  q.head = blockIdx.y;
-  q.b = blockIdx.z;
+  q.m_block = Causal ? p.m_blocks - 1 - m : m;
+  q.head = bh % p.heads_q;
+  q.b = bh / p.heads_q;
   q.head_kv = q.head / (p.heads_q / p.heads_kv);
   q.row0 = q.m_block * BM;
   q.diag = p.seqlen_k - p.seqlen_q;

@@ -8,7 +8,7 @@
 namespace tessera::attn {
 namespace {
 
-using LaunchFn = cudaError_t (*)(const AttnParams&, cudaStream_t);
+using LaunchFn = cudaError_t (*)(const AttnParams&, int, cudaStream_t);
 struct Row {
   int id;
   std::array<LaunchFn, 4> fn;  // [bf16][causal]
@@ -30,22 +30,23 @@ const Row kSm90[] = {
 #undef TESSERA_ATTN_ROW
 
 template <size_t N>
-cudaError_t run_row(const Row (&rows)[N], int cfg, bool bf16, bool causal, const AttnParams& p, cudaStream_t stream) {
+cudaError_t run_row(const Row (&rows)[N], int cfg, bool bf16, bool causal, const AttnParams& p, int max_sms,
+                    cudaStream_t stream) {
   for (const Row& r : rows)
-    if (r.id == cfg) return r.fn[(bf16 ? 2 : 0) + (causal ? 1 : 0)](p, stream);
+    if (r.id == cfg) return r.fn[(bf16 ? 2 : 0) + (causal ? 1 : 0)](p, max_sms, stream);
   return cudaErrorInvalidValue;
 }
 
 }  // namespace
 
 namespace sm80 {
-cudaError_t run(int cfg, bool bf16, bool causal, const AttnParams& p, cudaStream_t stream) {
-  return run_row(kSm80, cfg, bf16, causal, p, stream);
+cudaError_t run(int cfg, bool bf16, bool causal, const AttnParams& p, int max_sms, cudaStream_t stream) {
+  return run_row(kSm80, cfg, bf16, causal, p, max_sms, stream);
 }
 }  // namespace sm80
 namespace sm90 {
-cudaError_t run(int cfg, bool bf16, bool causal, const AttnParams& p, cudaStream_t stream) {
-  return run_row(kSm90, cfg, bf16, causal, p, stream);
+cudaError_t run(int cfg, bool bf16, bool causal, const AttnParams& p, int max_sms, cudaStream_t stream) {
+  return run_row(kSm90, cfg, bf16, causal, p, max_sms, stream);
 }
 }  // namespace sm90
 

@@ -1,8 +1,13 @@
 // The launch both attention families share: raise the kernel's dynamic-smem limit once per device,
-// then one CTA per (query block, query head, batch).
+// then one CTA per (query block, query head, batch), in one launch, or under an SM budget in
+// launches of at most `max_sms` CTAs each, one after another on the stream: the block scheduler
+// puts a launch's CTAs on as many SMs as it can, so a launch no larger than the budget is what keeps
+// the call within it (no CTA waits for another, so the call finishes beside kernels holding the
+// other SMs).
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "attention/params.hpp"
@@ -12,7 +17,7 @@ namespace tessera::attn {
 // kernel: the configuration's __global__ function; block_m: its query rows per CTA.
 template <class Kernel>
 cudaError_t launch_kernel(Kernel* kernel, int block_m, int threads, int smem_bytes, std::atomic<unsigned long long>& configured,
-                          const AttnParams& p, cudaStream_t stream) {
+                          const AttnParams& params, int max_sms, cudaStream_t stream) {
   int dev = 0;
   if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
   const unsigned long long bit = 1ull << (dev & 63);
@@ -22,9 +27,16 @@ cudaError_t launch_kernel(Kernel* kernel, int block_m, int threads, int smem_byt
       return e;
     configured.fetch_or(bit, std::memory_order_acq_rel);
   }
-  const dim3 grid(unsigned((p.seqlen_q + block_m - 1) / block_m), unsigned(p.heads_q), unsigned(p.batch));
-  kernel<<<grid, threads, smem_bytes, stream>>>(p);
-  return cudaGetLastError();
+  AttnParams p = params;
+  p.m_blocks = (p.seqlen_q + block_m - 1) / block_m;
+  const long long blocks = (long long)p.m_blocks * p.heads_q * p.batch;  // < 2^31 (validate)
+  const long long chunk = max_sms > 0 ? max_sms : blocks;
+  for (long long first = 0; first < blocks; first += chunk) {
+    p.block0 = int(first);
+    kernel<<<unsigned(std::min(chunk, blocks - first)), threads, smem_bytes, stream>>>(p);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
 }
 
 }  // namespace tessera::attn

@@ -7,6 +7,7 @@
 
 #include "gemm/memo.hpp"
 #include "gemm/sm90/config_shape.hpp"
+#include "gemm/skinny/skinny.hpp"
 
 namespace tessera::gemm_impl {
 namespace {
@@ -34,6 +35,11 @@ std::vector<Config> build() {
 #include "gemm/sm90/configs.def"
 #undef TESSERA_SM90_CONFIG
   };
+  v.push_back(Config{0, Kernel::Skinny, "skinny_x64_w16", skinny::kMaxRows, 16, 32, 1, skinny::kWarps, 0, 80, 999,
+                     "Decode steps: a side of at most 64 rows (the tokens) against many weight rows, both K-major. "
+                     "Memory-bound on the weights, which each CTA (16 of their rows, 8 warps splitting K) reads "
+                     "once straight into mma.sync fragments: no shared-memory ring to fill, no workspace, nothing "
+                     "to set up before the first load."});
   v.push_back(Config{-1, Kernel::Fallback, "simt_fallback", 64, 64, 16, 1, 8, 64 * 17 * 4 * 2, 80, 999,
                      "Any alignment, no workspace: CUDA-core fp32 FMA with element-wise loads. Used when an "
                      "operand is not 16-byte aligned (or its contiguous extent is not a multiple of 8) and the "
@@ -96,6 +102,7 @@ const char* config_spelling(const Config& c, bool flip) {
 }
 
 const Config& fallback_config() { return configs().back(); }
+const Config& skinny_config() { return configs()[configs().size() - 2]; }
 
 namespace {
 
@@ -318,6 +325,7 @@ Selection select_sm90(const HeuristicInput& in) {
 }
 
 Selection select_uncached(const HeuristicInput& in) {
+  if (skinny_runs(in, kSkinnyAutoRows) && in.cc >= 80) return Selection{&skinny_config(), false};
   // TMA/WGMMA on Hopper when the operands allow it (mma.sync reaches ~65% of Hopper's tensor-core
   // peak, WGMMA all of it); else, or when no sm90 config fits, the mma.sync kernels.
   if (in.cc == 90 && in.tma_ok)
@@ -333,7 +341,8 @@ const Config& select_config_uncached(const HeuristicInput& in) { return *select_
 // each thread remembers its last few (gemm/memo.hpp), since gemm() asks them on every call.
 Selection select(const HeuristicInput& in) {
   thread_local Memo<std::array<long long, 8>, Selection> memo;
-  return memo.get({in.m, in.n, in.k, in.batch, in.sm_count, in.cc, in.smem_optin, (in.tma_ok ? 1 : 0) + 2 * in.flip},
+  return memo.get({in.m, in.n, in.k, in.batch, in.sm_count, in.cc, in.smem_optin,
+                   (in.tma_ok ? 1 : 0) + 2 * in.flip + 8 * (in.skinny_ok ? 1 : 0)},
                   [&] { return select_uncached(in); });
 }
 

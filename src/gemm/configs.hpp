@@ -8,7 +8,10 @@
 
 namespace tessera::gemm_impl {
 
-enum class Kernel { Sm80, Sm90, Fallback };
+// Sm80: mma.sync, multistage cp.async (sm_80 and newer); Sm90: TMA + WGMMA (cc 9.0); Skinny: the
+// decode-step kernel for a side of at most skinny::kMaxRows (gemm/skinny, mma.sync, sm_80 and newer);
+// Fallback: CUDA cores, any alignment.
+enum class Kernel { Sm80, Sm90, Fallback, Skinny };
 
 struct Config {
   int id;               // id in sm80/configs.def or sm90/configs.def; -1 for the fallback
@@ -32,6 +35,7 @@ const std::vector<Config>& configs();
 const Config* find_config(const std::string& name);
 std::string config_names();  // comma-separated, for error messages
 const Config& fallback_config();
+const Config& skinny_config();
 
 // A configuration as callers spell it (GemmArgs::config, TESSERA_GEMM_CONFIG, the tuning cache,
 // gemm_select_config): its name, or its name + kFlipSuffix for the flipped orientation (gemm/plan.hpp:
@@ -62,7 +66,19 @@ struct HeuristicInput {
   // epilogue rules out the transposed store), 1 = where it costs less, 2 = always, among the configs
   // that can (Config::flip; TESSERA_GEMM_FLIP=1).
   int flip = 0;
+  // Both operands K-major and readable in 16-byte vectors (aligned, or padded into the workspace),
+  // K > 0: the skinny kernel can run a problem with a side of at most skinny::kMaxRows.
+  bool skinny_ok = false;
 };
+
+// Decode shapes (a side of at most this many rows, both operands K-major) go to the skinny kernel
+// when the heuristic chooses: there the weights are read once at the memory's pace and a launch has
+// no prologue to amortize.
+constexpr int kSkinnyAutoRows = 16;
+// Whether the skinny kernel can run the canonical problem (an explicit request checks this).
+inline bool skinny_runs(const HeuristicInput& in, int max_rows) {
+  return in.skinny_ok && in.k > 0 && (in.m <= max_rows || in.n <= max_rows);
+}
 
 // The heuristic's answer: the configuration and whether to run it on the flipped orientation.
 struct Selection {

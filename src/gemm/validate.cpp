@@ -214,6 +214,8 @@ Status validate(const GemmArgs& args) {
     if (overlaps(args.d, batch, v, bias_batches)) return invalid("bias: overlaps d in memory");
   }
 
+  if (args.max_sms < 0)
+    return invalid("max_sms: must be >= 0 (0 = every SM), got " + std::to_string(args.max_sms));
   if (!args.config.empty() && !find_config_choice(args.config).config)
     return invalid("config: " + spelling_error(args.config));
   return Status::success();

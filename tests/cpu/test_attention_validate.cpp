@@ -162,35 +162,31 @@ TEST(AttentionValidate, SizesBelow2To31) {
   expect_valid(a);
 }
 
-TEST(AttentionValidate, HeadsAndBatchGridLimits) {
-  {
+// One CTA per (query block, head, batch) in a one-dimensional grid: at most 2^31 - 1 query blocks
+// (of 64 rows, the smallest a configuration may have), whatever the split between the three.
+TEST(AttentionValidate, GridLimit) {
+  auto huge = [](int64_t batch, int64_t heads_q) {
     AttentionArgs a = valid_args();
-    a.heads_q = 65536;
+    a.heads_q = heads_q;
+    a.heads_kv = 1;
+    a.batch = batch;
     tessera::bshd_strides(kSq, a.heads_q, kD, a.q_stride);
+    tessera::bshd_strides(kSk, 1, kD, a.k_stride);
+    tessera::bshd_strides(kSk, 1, kD, a.v_stride);
     tessera::bshd_strides(kSq, a.heads_q, kD, a.o_stride);
-    expect_invalid(a, "heads_q");
-  }
-  {
-    AttentionArgs a = valid_args();
-    a.batch = 65536;
-    expect_invalid(a, "batch");
-  }
-  // The limits themselves are fine.
-  AttentionArgs a = valid_args();
-  a.heads_q = 65535;
-  a.heads_kv = 1;
-  a.batch = 65535;
-  tessera::bshd_strides(kSq, a.heads_q, kD, a.q_stride);
-  tessera::bshd_strides(kSk, 1, kD, a.k_stride);
-  tessera::bshd_strides(kSk, 1, kD, a.v_stride);
-  tessera::bshd_strides(kSq, a.heads_q, kD, a.o_stride);
-  // Tensors this large need addresses far apart (O must not overlap Q, K, V or LSE).
-  a.q = reinterpret_cast<const void*>(uintptr_t(1) << 56);
-  a.k = reinterpret_cast<const void*>(uintptr_t(2) << 56);
-  a.v = reinterpret_cast<const void*>(uintptr_t(3) << 56);
-  a.o = reinterpret_cast<void*>(uintptr_t(4) << 56);
-  a.lse = reinterpret_cast<float*>(uintptr_t(5) << 56);
-  expect_valid(a);
+    // Tensors this large need addresses far apart (O must not overlap Q, K, V or LSE).
+    a.q = reinterpret_cast<const void*>(uintptr_t(1) << 56);
+    a.k = reinterpret_cast<const void*>(uintptr_t(2) << 56);
+    a.v = reinterpret_cast<const void*>(uintptr_t(3) << 56);
+    a.o = reinterpret_cast<void*>(uintptr_t(4) << 56);
+    a.lse = reinterpret_cast<float*>(uintptr_t(5) << 56);
+    return a;
+  };
+  const int64_t blocks_per_head = (kSq + 63) / 64;
+  // The old per-mode grid limits (65535 heads, 65535 batches) are gone: only the product counts.
+  expect_valid(huge(65536, 2));
+  expect_valid(huge(2, 65536));
+  expect_invalid(huge(65536, 65536 / blocks_per_head + 1), "query blocks");
 }
 
 TEST(AttentionValidate, OutputMustNotOverlapInputs) {
@@ -481,10 +477,16 @@ TEST(AttentionApi, FailedCallSetsLastError) {
 // The environment overrides are arguments too: a bad value is INVALID_ARGUMENT naming the
 // variable, before any device is touched (so this holds on a machine without a GPU).
 TEST(AttentionApi, OverridesAreValidatedFirst) {
-  struct Env {
+  struct Env {  // the library reads the environment once: re-read it
     const char* name;
-    explicit Env(const char* n, const char* v) : name(n) { ::setenv(n, v, 1); }
-    ~Env() { ::unsetenv(name); }
+    explicit Env(const char* n, const char* v) : name(n) {
+      ::setenv(n, v, 1);
+      tessera::reread_environment();
+    }
+    ~Env() {
+      ::unsetenv(name);
+      tessera::reread_environment();
+    }
   };
   const AttentionArgs a = valid_args();  // head_dim 64
   {

@@ -784,10 +784,16 @@ TEST(ApiChecks, SelectConfigValidatesFirst) {
 // The measurement overrides in the environment are validated before the device: a malformed value
 // is an argument error naming the variable (not silently the default).
 TEST(ApiChecks, EnvironmentOverridesAreValidatedBeforeTheDevice) {
-  struct Env {
+  struct Env {  // the library reads the environment once: re-read it
     const char* name;
-    Env(const char* n, const char* v) : name(n) { ::setenv(n, v, 1); }
-    ~Env() { ::unsetenv(name); }
+    Env(const char* n, const char* v) : name(n) {
+      ::setenv(n, v, 1);
+      tessera::reread_environment();
+    }
+    ~Env() {
+      ::unsetenv(name);
+      tessera::reread_environment();
+    }
   };
   struct Bad {
     const char* var;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gemm/configs.hpp"
+#include "gemm/skinny/skinny.hpp"
 #include "harness.hpp"
 #include "tessera/tessera.h"
 #include "tessera/tessera.hpp"
@@ -23,6 +24,8 @@ namespace {
 
 namespace tt = tessera_test;
 namespace ti = tessera::gemm_impl;
+using tessera::Activation;
+using tessera::BiasMode;
 using tessera::DType;
 using tessera::Layout;
 using tessera::Op;
@@ -102,13 +105,22 @@ DeviceFacts device_facts() {
   return f;
 }
 
-// An explicitly requested config this device cannot run (shared memory, arch) must be refused
-// with NOT_SUPPORTED, without writing D.
+// The skinny kernel's rule (gemm/configs.hpp skinny_runs): op(A) and op(B) K-major and a side of at
+// most skinny::kMaxRows; K = 0 runs on the fallback. (Alignment is the workspace's business.)
+bool skinny_can_run(const Case& c) {
+  const bool a_k_major = (c.a.layout == Layout::RowMajor) != (c.op_a == Op::T);
+  const bool b_k_major = (c.b.layout == Layout::RowMajor) == (c.op_b == Op::T);
+  return c.k == 0 || (a_k_major && b_k_major && std::min(c.m, c.n) <= ti::skinny::kMaxRows);
+}
+
+// An explicitly requested config this device cannot run (shared memory, arch), or the skinny
+// kernel on a problem outside its rule, must be refused with NOT_SUPPORTED, without writing D.
 void expect_support(Case& c) {
   if (c.config.empty()) return;
   const ti::Config* cfg = ti::find_config(c.config);
   const DeviceFacts f = device_facts();
-  if (cfg && (cfg->smem_bytes > f.smem_optin || cfg->min_cc > f.cc || cfg->max_cc < f.cc)) {
+  if (cfg && (cfg->smem_bytes > f.smem_optin || cfg->min_cc > f.cc || cfg->max_cc < f.cc ||
+              (cfg->kernel == ti::Kernel::Skinny && !skinny_can_run(c)))) {
     c.expect = TESSERA_STATUS_NOT_SUPPORTED;
     c.expect_message = "config";
   }
@@ -196,6 +208,54 @@ INSTANTIATE_TEST_SUITE_P(All, GemmCross, ::testing::ValuesIn(cross_params()),
                                            layout_name(p.combo) + "_" + shape_name(p.shape) +
                                            (p.scaled ? "_a0p5_bm1p25" : "_a1_b0"));
                          });
+
+// The skinny kernel on decode shapes: every side of at most 64 rows in both orientations (a column-
+// major D makes the tokens canonical N), ragged K (padded into the workspace), the fused epilogue,
+// batches; forced, and what the heuristic picks for the decode rows.
+class GemmSkinny : public GpuTest {
+ public:
+  static void TearDownTestSuite() { tt::print_summary("GemmSkinny"); }
+};
+
+TEST_F(GemmSkinny, DecodeShapes) {
+  const std::string skinny = ti::skinny_config().name;
+  for (int64_t tokens : {1, 2, 7, 16, 17, 33, 64})
+    for (auto [w, k] : {std::pair<int64_t, int64_t>{2048, 2048}, {520, 1000}, {24, 5632}, {4099, 136}})
+      for (int combo : {1, 1 | 4})  // "tn" (both K-major) with a row- and a column-major D
+        for (const std::string& cfg : {skinny, std::string()}) {
+          Case c;
+          c.config = cfg;
+          c.ab = (tokens + w) % 2 ? DType::BF16 : DType::F16;
+          c.dt = tokens % 3 == 0 ? DType::F32 : c.ab;
+          apply_layout(c, combo);
+          c.m = tokens;
+          c.n = w;
+          c.k = k;
+          c.batch = w == 24 ? 3 : 1;
+          if (tokens % 2) {
+            c.alpha = 0.5f;
+            c.beta = -1.25f;
+          }
+          if (tokens == 7 || tokens == 16) {
+            c.bias = BiasMode::PerColumn;
+            c.activation = Activation::Silu;
+          }
+          expect_support(c);
+          check("GemmSkinny", std::string(cfg.empty() ? "heuristic " : "forced ") + dn(c.ab) + "->" + dn(c.dt), c);
+          if (cfg.empty() && c.k % 8 == 0 && tokens <= ti::kSkinnyAutoRows) {  // the heuristic's pick
+            // The same problem at far-apart addresses: selection reads shapes and alignment only.
+            tessera::GemmArgs g;
+            g.op_a = c.op_a;
+            g.op_b = c.op_b;
+            g.a = tessera::dense(reinterpret_cast<void*>(uintptr_t(1) << 40), c.ab, c.k, c.m, Layout::ColMajor, c.batch);
+            g.b = tessera::dense(reinterpret_cast<void*>(uintptr_t(2) << 40), c.ab, c.k, c.n, Layout::ColMajor, c.batch);
+            g.d = tessera::dense(reinterpret_cast<void*>(uintptr_t(3) << 40), c.dt, c.m, c.n, c.d.layout, c.batch);
+            std::string name;
+            ASSERT_TRUE(tessera::gemm_select_config(g, &name).ok());
+            EXPECT_EQ(name, skinny) << describe(c);
+          }
+        }
+}
 
 // ===================================================================================================
 // 2. 4096^3 with the heuristic config (tn / nn, f16 / bf16).
@@ -868,7 +928,8 @@ TEST_F(GemmConfigSelection, HeuristicMatchesTheTableForThisDevice) {
     std::string name;
     const tessera::Status st = tessera::gemm_select_config(g, &name);
     const ti::Config* x = ti::find_config(cfg);
-    if (x->smem_bytes > f.smem_optin || f.cc < x->min_cc || f.cc > x->max_cc) {
+    // (The skinny kernel takes a side of at most 64: 512 x 512 is refused, with the reason.)
+    if (x->smem_bytes > f.smem_optin || f.cc < x->min_cc || f.cc > x->max_cc || x->kernel == ti::Kernel::Skinny) {
       EXPECT_EQ(st.code, TESSERA_STATUS_NOT_SUPPORTED);
       continue;
     }
@@ -877,11 +938,17 @@ TEST_F(GemmConfigSelection, HeuristicMatchesTheTableForThisDevice) {
   }
 }
 
-// Sets an environment variable for the scope.
+// Sets an environment variable for the scope (the library reads the environment once: re-read it).
 struct EnvGuard {
   std::string name;
-  explicit EnvGuard(const char* n, const std::string& value) : name(n) { setenv(n, value.c_str(), 1); }
-  ~EnvGuard() { unsetenv(name.c_str()); }
+  explicit EnvGuard(const char* n, const std::string& value) : name(n) {
+    setenv(n, value.c_str(), 1);
+    tessera::reread_environment();
+  }
+  ~EnvGuard() {
+    unsetenv(name.c_str());
+    tessera::reread_environment();
+  }
 };
 
 TEST_F(GemmConfigSelection, EnvironmentOverride) {
@@ -898,7 +965,8 @@ TEST_F(GemmConfigSelection, EnvironmentOverride) {
       EXPECT_EQ(name, cfg);
     } else {
       EXPECT_EQ(st.code, TESSERA_STATUS_NOT_SUPPORTED) << st.message;
-      c.expect = TESSERA_STATUS_NOT_SUPPORTED;
+      // The skinny kernel refuses 4096^3 by its rule but runs 100 x 36 (both operands K-major).
+      if (ti::find_config(cfg)->kernel != ti::Kernel::Skinny) c.expect = TESSERA_STATUS_NOT_SUPPORTED;
     }
     check("GemmConfigSelection", "TESSERA_GEMM_CONFIG", c);
   }

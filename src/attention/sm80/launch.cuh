@@ -8,11 +8,11 @@
 namespace tessera::attn::sm80 {
 
 template <int Cfg, bool BF16, bool Causal>
-cudaError_t launch(const AttnParams& p, cudaStream_t stream) {
+cudaError_t launch(const AttnParams& p, int max_sms, cudaStream_t stream) {
   using S = ConfigShape<Cfg>;
   using T = Traits<S::D, S::BM, S::BN, S::Warps, BF16, Causal>;
   static std::atomic<unsigned long long> configured{0};  // per device: the smem limit was raised
-  return launch_kernel(&attention_kernel<T>, S::BM, T::kThreads, T::kSmemBytes, configured, p, stream);
+  return launch_kernel(&attention_kernel<T>, S::BM, T::kThreads, T::kSmemBytes, configured, p, max_sms, stream);
 }
 
 }  // namespace tessera::attn::sm80

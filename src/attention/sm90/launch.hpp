@@ -7,9 +7,10 @@
 namespace tessera::attn::sm90 {
 
 template <int Cfg, bool BF16, bool Causal>
-cudaError_t launch(const AttnParams& p, cudaStream_t stream);
+cudaError_t launch(const AttnParams& p, int max_sms, cudaStream_t stream);
 
 // Runs configuration `cfg` (an sm90 id of attention/configs.def).
-cudaError_t run(int cfg, bool bf16, bool causal, const AttnParams& p, cudaStream_t stream);
+// max_sms: the SM budget (0 = every SM; launch_kernel.cuh).
+cudaError_t run(int cfg, bool bf16, bool causal, const AttnParams& p, int max_sms, cudaStream_t stream);
 
 }  // namespace tessera::attn::sm90

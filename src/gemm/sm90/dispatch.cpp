@@ -7,10 +7,12 @@
 namespace tessera::gemm_impl::sm90 {
 namespace {
 
-using LaunchFn = cudaError_t (*)(const GemmParams&, int, const Decomposition&, cudaStream_t);
+using LaunchFn = cudaError_t (*)(const GemmParams&, const Launch&, cudaStream_t);
+using PrepareFn = int (*)(int);
 struct Row {
   int id;
   std::array<LaunchFn, 8> fn;  // [dt (F16, BF16)][a_k_major][b_k_major]
+  std::array<PrepareFn, 8> prepare;
   int smem;
 };
 
@@ -21,6 +23,9 @@ constexpr Row row() {
              {&launch<Cfg, kF16, false, false>, &launch<Cfg, kF16, false, true>, &launch<Cfg, kF16, true, false>,
               &launch<Cfg, kF16, true, true>, &launch<Cfg, kBF16, false, false>, &launch<Cfg, kBF16, false, true>,
               &launch<Cfg, kBF16, true, false>, &launch<Cfg, kBF16, true, true>},
+             {&prepare<Cfg, kF16, false, false>, &prepare<Cfg, kF16, false, true>, &prepare<Cfg, kF16, true, false>,
+              &prepare<Cfg, kF16, true, true>, &prepare<Cfg, kBF16, false, false>, &prepare<Cfg, kBF16, false, true>,
+              &prepare<Cfg, kBF16, true, false>, &prepare<Cfg, kBF16, true, true>},
              smem_bytes_for(S::BM, S::BN, S::BK, S::Stages, S::Pingpong)};
 }
 
@@ -36,15 +41,19 @@ const Row* find(int cfg) {
   return nullptr;
 }
 
+int variant(int dt, bool a_k_major, bool b_k_major) { return (dt == kBF16 ? 4 : 0) + (a_k_major ? 2 : 0) + (b_k_major ? 1 : 0); }
+
 }  // namespace
 
-cudaError_t run(int cfg, int dt, bool a_k_major, bool b_k_major, const GemmParams& p, int sm_count,
-                const Decomposition& dec, cudaStream_t stream) {
+int prepare(int cfg, int dt, bool a_k_major, bool b_k_major, int sm_count) {
   const Row* r = find(cfg);
-  if (!r || (dt != kF16 && dt != kBF16) || p.k <= 0 || sm_count <= 0 || dec.splits < 1 ||
-      ((dec.splits > 1 || dec.stream_k) && !dec.workspace))
-    return cudaErrorInvalidValue;
-  return r->fn[(dt == kBF16 ? 4 : 0) + (a_k_major ? 2 : 0) + (b_k_major ? 1 : 0)](p, sm_count, dec, stream);
+  if (!r || (dt != kF16 && dt != kBF16) || sm_count <= 0) return -int(cudaErrorInvalidValue);
+  return r->prepare[variant(dt, a_k_major, b_k_major)](sm_count);
+}
+
+cudaError_t run(int cfg, int dt, bool a_k_major, bool b_k_major, const GemmParams& p, const Launch& l,
+                cudaStream_t stream) {
+  return find(cfg)->fn[variant(dt, a_k_major, b_k_major)](p, l, stream);
 }
 
 int smem_bytes(int cfg) {

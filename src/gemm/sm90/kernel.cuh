@@ -203,26 +203,8 @@ struct Traits {
     const int byte = m * int(sizeof(Element));
     return n * 128 + ((((byte >> 4) ^ n) & 7) << 4) + (byte & 15);
   }
-  // How D leaves (EpiMode): a 16-bit D of the operands' type goes out in sub-tiles, by TMA when D
-  // meets TMA's rules (16-byte base, leading dimension and batch stride, an extent of whole 16-byte
-  // chunks: d_tma), else by the threads;
-  // beta * C joins the TMA path when C meets the same rules (c_tma). Any other C (read 16 bytes at a
-  // time there: per element it ran at half the speed), fp32 D, a 16-bit D of the other type and
-  // the split-K ranges go through the fp32 staging. `forced` (TESSERA_SM90_EPILOGUE, for
-  // measurements) replaces the choice where it can run. A column-major D (d_col_major) has only the
-  // TMA path: -1 (the launcher refuses) where that cannot run.
   static constexpr bool kFlip = supports_flip(BM, BN, Pingpong);  // a column-major D (config_shape.hpp)
   static constexpr bool kL2Warm = supports_l2_warm(BM, BN, Pingpong);  // KernelParams::prefetch_a/_b
-  static int epilogue_mode(const GemmParams& p, int splits, int forced) {
-    const EpilogueParams& e = p.epi;
-    if (e.d_col_major) {
-      const bool tma = kFlip && splits == 1 && e.d_dtype == DT && e.d_tma && (e.beta == 0.0f || e.c_tma);
-      return tma && (forced == kEpiAuto || forced == kEpiTma) ? int(kEpiTma) : -1;
-    }
-    if (splits != 1 || e.d_dtype != DT || forced == kEpiStaged) return kEpiStaged;
-    if (e.beta != 0.0f) return e.d_tma && e.c_tma && forced != kEpiSmem16 ? kEpiTma : kEpiStaged;
-    return e.d_tma && forced != kEpiSmem16 ? kEpiTma : kEpiSmem16;
-  }
   static constexpr uint32_t kTxBytes = (BM + BN) * BK * sizeof(Element);  // full boxes, OOB zero-filled
 
   // Epilogue buffers per consumer warpgroup (config_shape.hpp): kEpiBuffers 16-bit 64 x 64 TMA-store

@@ -88,26 +88,60 @@ inline unsigned long long next_fold_epoch() {
   return e;
 }
 
+// Per device, once (a context attribute): the dynamic shared-memory limit of the row's kernels, and
+// how many of its clusters fit at once (GPCs may leave SMs a cluster cannot use).
 template <int Cfg, int DT, bool AKMajor, bool BKMajor>
-cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, cudaStream_t stream) {
+int prepare(int sm_count) {
   using T = TraitsOf<Cfg, DT, AKMajor, BKMajor>;
   using S = ConfigShape<Cfg>;
   static_assert(T::kSmemBytes == smem_bytes_for(S::BM, S::BN, S::BK, S::Stages, S::Pingpong), "host smem formula is stale");
-  auto* kernel = &gemm_kernel<T>;
-  // The row's one-tile kernel (Traits::kOneTile), where it has one: the same tile, ring and smem.
   constexpr bool kHasOneTile = supports_one_tile(S::BM, S::BN, S::Pingpong);
   using T1 = TraitsOf<Cfg, DT, AKMajor, BKMajor, kHasOneTile>;
   static_assert(T1::kSmemBytes == T::kSmemBytes, "the one-tile kernel shares the general kernel's shared memory");
-  // This tile's stream-K fix-up is compiled out (config_shape.hpp): refuse before touching the device.
-  if (dec.stream_k && !supports_stream_k(S::BM, S::Pingpong)) return cudaErrorInvalidValue;
-
-  // Per device, once: raise the dynamic shared-memory limit (a per-context attribute) and ask how
-  // many clusters fit at once (the persistent grid's size; GPCs may leave SMs a cluster cannot use).
   static std::atomic<unsigned long long> configured{0};
   static std::atomic<int> max_clusters[64];
   int dev = 0;
-  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return -int(e);
   const unsigned long long bit = 1ull << (dev & 63);
+  if (configured.load(std::memory_order_acquire) & bit) return max_clusters[dev & 63].load(std::memory_order_relaxed);
+  auto* kernel = &gemm_kernel<T>;
+  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
+      e != cudaSuccess)
+    return -int(e);
+  if constexpr (kHasOneTile) {
+    if (cudaError_t e = cudaFuncSetAttribute(&gemm_kernel<T1>, cudaFuncAttributeMaxDynamicSharedMemorySize, T1::kSmemBytes);
+        e != cudaSuccess)
+      return -int(e);
+  }
+  int clusters = sm_count / T::kCluster;
+  if constexpr (T::kCluster > 1) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr = {};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = T::kCluster;
+    attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+    cfg.gridDim = dim3(unsigned(sm_count / T::kCluster * T::kCluster));
+    cfg.blockDim = dim3(T::kThreads);
+    cfg.dynamicSmemBytes = T::kSmemBytes;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    if (cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg); e != cudaSuccess) return -int(e);
+    if (clusters < 1) return -int(cudaErrorLaunchOutOfResources);
+  }
+  max_clusters[dev & 63].store(clusters, std::memory_order_relaxed);
+  configured.fetch_or(bit, std::memory_order_acq_rel);
+  return clusters;
+}
+
+// Carries out the plan's Launch (gemm/launch_plan.cpp decided every choice; prepare() ran).
+template <int Cfg, int DT, bool AKMajor, bool BKMajor>
+cudaError_t launch(const GemmParams& p, const Launch& l, cudaStream_t stream) {
+  using T = TraitsOf<Cfg, DT, AKMajor, BKMajor>;
+  using S = ConfigShape<Cfg>;
+  constexpr bool kHasOneTile = supports_one_tile(S::BM, S::BN, S::Pingpong);
+  using T1 = TraitsOf<Cfg, DT, AKMajor, BKMajor, kHasOneTile>;
+  constexpr TileShape kShape{S::BM, S::BN, S::BK, S::ClusterM, S::ClusterN};
+
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attrs[2] = {};
   attrs[0].id = cudaLaunchAttributeClusterDimension;
@@ -123,54 +157,17 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
   cfg.dynamicSmemBytes = T::kSmemBytes;
   cfg.stream = stream;
   cfg.attrs = attrs;
-  cfg.numAttrs = 1;  // the occupancy query below sees the cluster shape only
-  if (!(configured.load(std::memory_order_acquire) & bit)) {
-    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
-        e != cudaSuccess)
-      return e;
-    if constexpr (kHasOneTile) {
-      if (cudaError_t e = cudaFuncSetAttribute(&gemm_kernel<T1>, cudaFuncAttributeMaxDynamicSharedMemorySize, T1::kSmemBytes);
-          e != cudaSuccess)
-        return e;
-    }
-    int clusters = sm_count / T::kCluster;
-    if constexpr (T::kCluster > 1) {
-      cfg.gridDim = dim3(unsigned(sm_count / T::kCluster * T::kCluster));
-      if (cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg); e != cudaSuccess) return e;
-      if (clusters < 1) return cudaErrorLaunchOutOfResources;
-    }
-    max_clusters[dev & 63].store(clusters, std::memory_order_relaxed);
-    configured.fetch_or(bit, std::memory_order_acq_rel);
-  }
-  const int clusters = max_clusters[dev & 63].load(std::memory_order_relaxed);
+  cfg.numAttrs = l.dependent_launch ? 2 : 1;
 
   return launch_batched(p, [&](const GemmParams& q) {
-    const long long tiles_m = (q.m + T::BM - 1) / T::BM, tiles_n = (q.n + T::BN - 1) / T::BN;
-    const long long tiles = tiles_m * tiles_n * q.batch;
-    // The walk (gemm/schedule.hpp) over cluster tiles: ClusterM x ClusterN tiles walked together.
-    const long long tiles_mc = (tiles_m + T::ClusterM - 1) / T::ClusterM;
-    const long long tiles_nc = (tiles_n + T::ClusterN - 1) / T::ClusterN;
-    const long long ctiles = tiles_mc * tiles_nc * q.batch;
-    const long long k_tiles = (q.k + T::BK - 1) / T::BK;
-    Schedule sched;  // make_schedule streams only with splits == 1
-    if (!make_schedule(ctiles, dec.splits, k_tiles, clusters, dec.stream_k, &sched)) return cudaErrorInvalidValue;
-    // Persistent: at most one CTA per SM; stream-K shares go to every cluster the GPU holds at once.
-    const long long workers = sched.sk_units > 0 ? clusters : std::min<long long>(sched.units, clusters);
-
-    const int epi_mode = T::epilogue_mode(q, dec.splits, dec.epilogue);
-    if (epi_mode < 0) return cudaErrorInvalidValue;  // a column-major D that the TMA store cannot write
-    // The one-tile kernel: one wave in which every CTA has one whole tile (data-parallel), and an
-    // epilogue that only scales and converts (D by TMA; no C, bias or activation). Its grid is the
-    // tiles themselves, (tiles_nc * cluster, tiles_mc, batches).
-    const bool one_tile = kHasOneTile && dec.one_tile && dec.splits == 1 && sched.sk_units == 0 &&
-                          sched.units <= clusters && epi_mode == kEpiTma && q.epi.beta == 0.0f &&
-                          q.epi.bias == nullptr && q.epi.activation == kActNone && tiles_mc <= 65535;
+    Grid g;
+    grid_of(kShape, q.m, q.n, q.k, q.batch, l.splits, l.stream_k, l.clusters, &g);  // the plan checked it
     auto go = [&](auto kernel_tag) {
       using TT = typename decltype(kernel_tag)::type;
-      KernelParams<TT> kp{q,  TT::make_tma_a(q), TT::make_tma_b(q), {}, {}, {}, {}, epi_mode, sched, nullptr, nullptr, nullptr,
-                         nullptr, int(tiles_m), int(tiles_n), int(tiles_mc), int(tiles_nc), 0, 0,
+      KernelParams<TT> kp{q,  TT::make_tma_a(q), TT::make_tma_b(q), {}, {}, {}, {}, l.epi_mode, g.sched, nullptr, nullptr, nullptr,
+                         nullptr, int(g.tiles_m), int(g.tiles_n), int(g.tiles_mc), int(g.tiles_nc), 0, 0,
                          0, nullptr, 0};
-      if constexpr (TT::kL2Warm) (q.m > q.n ? kp.prefetch_a : kp.prefetch_b) = dec.l2_warm;  // the weights
+      if constexpr (TT::kL2Warm) (q.m > q.n ? kp.prefetch_a : kp.prefetch_b) = l.l2_warm;  // the weights
       promote_l2_256(kp.tma_a, q.a, q.lda, q.batch_stride_a, sizeof(typename TT::Element));
       promote_l2_256(kp.tma_b, q.b, q.ldb, q.batch_stride_b, sizeof(typename TT::Element));
       if (kp.epi_mode == kEpiTma) {
@@ -180,13 +177,13 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
         if (with_c && col) kp.tma_ct = TT::make_tma_ct(q);
         if (with_c && !col) kp.tma_c = TT::make_tma_c(q);
       }
-      if (dec.splits > 1) {
+      if (l.splits > 1) {
         // Layout of gemm_impl::splitk_bytes: partial tiles, then the ranges' sign-in (KernelParams::
         // fold_parallel and fold_epoch): flags raised to this launch's epoch, nothing to clear, or a
         // counter per tile, zeroed here (a caller's workspace arrives with anything in it).
-        kp.partials = static_cast<float*>(dec.workspace);
-        void* const sync = kp.partials + tiles * dec.splits * T::BM * T::BN;
-        kp.fold_parallel = supports_parallel_fold(S::BM, S::BN, S::Pingpong) && sched.units <= clusters;
+        kp.partials = static_cast<float*>(l.workspace);
+        void* const sync = kp.partials + g.tiles * l.splits * T::BM * T::BN;
+        kp.fold_parallel = l.fold_parallel;
         cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;  // a graph replays one epoch
         if (cudaError_t e = cudaStreamIsCapturing(stream, &capture); e != cudaSuccess) return e;
         if (kp.fold_parallel && capture == cudaStreamCaptureStatusNone) {
@@ -194,24 +191,23 @@ cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, 
           kp.fold_epoch = next_fold_epoch();
         } else {
           kp.counters = static_cast<unsigned*>(sync);
-          if (cudaError_t e = cudaMemsetAsync(kp.counters, 0, tiles * sizeof(unsigned), stream); e != cudaSuccess)
+          if (cudaError_t e = cudaMemsetAsync(kp.counters, 0, g.tiles * sizeof(unsigned), stream); e != cudaSuccess)
             return e;
         }
-      } else if (sched.sk_units > 0) {
+      } else if (g.sched.sk_units > 0) {
         // One partial tile per CTA of the grid, then one flag per CTA: within gemm_impl::streamk_bytes,
         // which sizes both for one CTA per SM.
-        const long long slots = workers * T::kCluster;
-        kp.sk_partials = static_cast<float*>(dec.workspace);
+        const long long slots = g.workers * T::kCluster;
+        kp.sk_partials = static_cast<float*>(l.workspace);
         kp.sk_flags = reinterpret_cast<int*>(kp.sk_partials + slots * T::BM * T::BN);
         if (cudaError_t e = cudaMemsetAsync(kp.sk_flags, 0, slots * sizeof(int), stream); e != cudaSuccess) return e;
       }
-      cfg.gridDim = TT::kOneTile ? dim3(unsigned(tiles_nc * T::kCluster), unsigned(tiles_mc), unsigned(q.batch))
-                                 : dim3(unsigned(workers * T::kCluster));
-      cfg.numAttrs = dec.dependent_launch ? 2 : 1;
+      cfg.gridDim = TT::kOneTile ? dim3(unsigned(g.tiles_nc * T::kCluster), unsigned(g.tiles_mc), unsigned(q.batch))
+                                 : dim3(unsigned(g.workers * T::kCluster));
       return cudaLaunchKernelEx(&cfg, &gemm_kernel<TT>, kp);
     };
     if constexpr (kHasOneTile) {
-      if (one_tile) return go(TypeTag<T1>{});
+      if (l.one_tile) return go(TypeTag<T1>{});
     }
     return go(TypeTag<T>{});
   });

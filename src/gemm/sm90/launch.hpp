@@ -1,38 +1,89 @@
-// Host-side declaration of the sm_90a kernel launchers (defined in launch.cuh and explicitly
-// instantiated in the generated translation units, one per config row and dtype; see CMakeLists.txt).
+// Host side of the sm_90a GEMM kernels: what the launch plan (gemm/launch_plan.cpp) decides for a
+// launch (Launch), the rules it decides by (epilogue_mode, grid_of), and the launchers (defined in
+// launch.cuh, explicitly instantiated in the generated translation units, one per config row and
+// dtype; see CMakeLists.txt). Plain C++: the CPU tests drive the rules.
 #pragma once
 #include <cuda_runtime_api.h>
 
 #include "gemm/kernel_params.hpp"
+#include "gemm/schedule.hpp"
 
 namespace tessera::gemm_impl::sm90 {
 
 // How the epilogue stores D: kEpiStaged through fp32 smem sub-tiles (any D, the split-K fix-up);
 // kEpiTma as 16-bit 64x64 sub-tiles stored by TMA; kEpiSmem16 as the same 16-bit sub-tiles copied
-// out by the threads (D not TMA-aligned). H100, 4096^3 bf16: 778 / 766 / 592 TFLOP/s. kEpiAuto:
-// the kernel's choice (Traits::epilogue_mode).
+// out by the threads (D not TMA-aligned). kEpiAuto: the rules' choice (epilogue_mode).
 enum EpiMode : int { kEpiStaged = 0, kEpiTma = 1, kEpiSmem16 = 2, kEpiAuto = 3 };
 
-// How one call launches (gemm/api.cpp fills it): the decomposition (gemm_impl::Decomposition) and
-// its workspace (splitk_bytes for split-K, streamk_bytes for stream-K, ignored with splits > 1;
-// 256-byte aligned), the L2 warm-up, and the measurement overrides.
-struct Decomposition : gemm_impl::Decomposition {
-  void* workspace = nullptr;
-  int l2_warm = 0;                // k-tiles of the larger operand prefetched into L2 at entry (gemm_impl::l2_warm_ktiles)
-  int epilogue = kEpiAuto;        // EpiMode forced where it can run (TESSERA_SM90_EPILOGUE)
-  bool dependent_launch = true;   // programmatic dependent launch (TESSERA_GEMM_PDL=0 turns it off)
-  bool one_tile = true;           // the one-tile kernel where it can run (TESSERA_GEMM_ONE_TILE=0 turns it off)
+// How D leaves: a 16-bit D of the operands' type goes out in sub-tiles, by TMA when D meets TMA's
+// rules (EpilogueParams::d_tma), else by the threads; beta * C joins the TMA path when C meets the
+// same rules (c_tma). Any other C, an fp32 D, a 16-bit D of the other type and split-K ranges go
+// through the fp32 staging. `forced` (TESSERA_SM90_EPILOGUE, for measurements) replaces the choice
+// where it can run. A column-major D (d_col_major) has only the TMA path, on a config that can flip
+// (`flippable`, Config::flip): -1 where that cannot run.
+inline int epilogue_mode(bool flippable, int ab_dtype, const EpilogueParams& e, int splits, int forced) {
+  if (e.d_col_major) {
+    const bool tma = flippable && splits == 1 && e.d_dtype == ab_dtype && e.d_tma && (e.beta == 0.0f || e.c_tma);
+    return tma && (forced == kEpiAuto || forced == kEpiTma) ? int(kEpiTma) : -1;
+  }
+  if (splits != 1 || e.d_dtype != ab_dtype || forced == kEpiStaged) return kEpiStaged;
+  if (e.beta != 0.0f) return e.d_tma && e.c_tma && forced != kEpiSmem16 ? kEpiTma : kEpiStaged;
+  return e.d_tma && forced != kEpiSmem16 ? kEpiTma : kEpiSmem16;
+}
+
+// One launch as the plan decided it; the launcher reads it and decides nothing.
+struct Launch {
+  int splits = 1;              // split-K ranges (gemm_impl::Decomposition)
+  bool stream_k = false;       // stream-K over the partial last wave (splits == 1)
+  bool fold_parallel = false;  // split-K in one round: every range folds its share (needs every range resident)
+  bool one_tile = false;       // the row's one-tile kernel (kernel.cuh Traits::kOneTile)
+  int epi_mode = kEpiStaged;   // EpiMode, never kEpiAuto here
+  int l2_warm = 0;             // k-tiles of the weights prefetched into L2 at entry (gemm_impl::l2_warm_ktiles)
+  bool dependent_launch = true;  // programmatic dependent launch (TESSERA_GEMM_PDL=0 turns it off)
+  int clusters = 0;            // the persistent grid's clusters: what fits at once, within the SM budget
+  void* workspace = nullptr;   // per call: the split-K / stream-K area, 256-byte aligned
 };
 
-// `sm_count` sizes the persistent grid (one CTA per SM at most).
-template <int Cfg, int DT, bool AKMajor, bool BKMajor>
-cudaError_t launch(const GemmParams& p, int sm_count, const Decomposition& dec, cudaStream_t stream);
+// The tile shape a grid is cut by (a config row's numbers).
+struct TileShape {
+  int bm, bn, bk, cluster_m, cluster_n;
+};
 
-// Runs configuration `cfg` (an id of sm90/configs.def) for A/B dtype `dt` and the operand majors.
-// Precondition: K > 0 and both operands satisfy TMA's rules (16-byte base, leading dimension and
-// batch stride); gemm/api.cpp guarantees it.
-cudaError_t run(int cfg, int dt, bool a_k_major, bool b_k_major, const GemmParams& p, int sm_count,
-                const Decomposition& dec, cudaStream_t stream);
+// The grid of one launch: tiles, the persistent walk and the CTAs. Host-only, plain integers.
+struct Grid {
+  long long tiles_m = 0, tiles_n = 0, tiles_mc = 0, tiles_nc = 0;
+  long long tiles = 0;    // BM x BN tiles over every batch
+  Schedule sched;         // gemm/schedule.hpp
+  long long workers = 0;  // clusters of the persistent grid
+};
+// False where the 32-bit walk cannot describe the problem (make_schedule).
+inline bool grid_of(const TileShape& s, long long m, long long n, long long k, long long batch, int splits,
+                    bool stream_k, int clusters, Grid* g) {
+  g->tiles_m = (m + s.bm - 1) / s.bm;
+  g->tiles_n = (n + s.bn - 1) / s.bn;
+  g->tiles = g->tiles_m * g->tiles_n * batch;
+  // The walk goes over cluster tiles: cluster_m x cluster_n tiles walked together.
+  g->tiles_mc = (g->tiles_m + s.cluster_m - 1) / s.cluster_m;
+  g->tiles_nc = (g->tiles_n + s.cluster_n - 1) / s.cluster_n;
+  const long long k_tiles = (k + s.bk - 1) / s.bk;
+  if (!make_schedule(g->tiles_mc * g->tiles_nc * batch, splits, k_tiles, clusters, stream_k, &g->sched)) return false;
+  // Persistent: at most one CTA per SM; stream-K shares go to every cluster the GPU holds at once.
+  g->workers = g->sched.sk_units > 0 ? clusters : (g->sched.units < clusters ? g->sched.units : clusters);
+  return true;
+}
+
+// Per device, once: raises the row's kernels' shared-memory limit and returns how many of its
+// clusters fit on the GPU at once (> 0; the persistent grid's most), or -cudaError_t on failure.
+template <int Cfg, int DT, bool AKMajor, bool BKMajor>
+int prepare(int sm_count);
+template <int Cfg, int DT, bool AKMajor, bool BKMajor>
+cudaError_t launch(const GemmParams& p, const Launch& l, cudaStream_t stream);
+
+// The same by run-time row id (an id of sm90/configs.def), A/B dtype and majors.
+int prepare(int cfg, int dt, bool a_k_major, bool b_k_major, int sm_count);
+// Precondition: the plan's (K > 0, TMA-ready operands, a Launch from gemm/launch_plan.cpp).
+cudaError_t run(int cfg, int dt, bool a_k_major, bool b_k_major, const GemmParams& p, const Launch& l,
+                cudaStream_t stream);
 
 // Dynamic shared memory a configuration needs (bytes), for the heuristic and `tessera info`.
 int smem_bytes(int cfg);
