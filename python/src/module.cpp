@@ -25,7 +25,8 @@
 namespace nb = nanobind;
 using namespace nb::literals;
 
-namespace {
+namespace tessera_python {
+void bind_eager(nb::module_& m);  // eager.cpp: the tensor entries
 
 // Raises the Python exception for a failed status (with the GIL held).
 void check(const tessera::Status& s) {
@@ -37,6 +38,10 @@ void check(const tessera::Status& s) {
   PyErr_SetString(type, msg.c_str());
   throw nb::python_error();
 }
+}  // namespace tessera_python
+
+namespace {
+using tessera_python::check;
 
 template <class T>
 T* as_ptr(uintptr_t p) {
@@ -68,7 +73,7 @@ struct Epilogue {
 
 tessera::GemmArgs make_gemm_args(const tessera::Matrix& a, const tessera::Matrix& b, const tessera::Matrix& d,
                                  const tessera::Matrix* c, float alpha, float beta, int op_a, int op_b,
-                                 const std::string& config, const Epilogue& epi) {
+                                 const std::string& config, const Epilogue& epi, int max_sms = 0) {
   tessera::GemmArgs g;
   g.a = a;
   g.b = b;
@@ -83,6 +88,7 @@ tessera::GemmArgs make_gemm_args(const tessera::Matrix& a, const tessera::Matrix
   g.bias_mode = tessera::BiasMode(epi.bias_mode);  // out-of-range codes are rejected by validation
   g.bias_batch_stride = epi.bias_batch_stride;
   g.activation = tessera::Activation(epi.activation);
+  g.max_sms = max_sms;
   return g;
 }
 
@@ -123,6 +129,10 @@ NB_MODULE(_C, m) {
   m.attr("__version__") = tessera_version();
 
   m.def("version", [] { return std::string(tessera_version()); }, "The library's version string.");
+  m.def("reread_environment", &tessera::reread_environment,
+        "Re-reads the TESSERA_* environment variables (read once per process otherwise) and drops the\n"
+        "memoized launch plans; for tests and tools.");
+  tessera_python::bind_eager(m);
   m.def(
       "status_string", [](int code) { return std::string(tessera_status_string(tessera_status_t(code))); },
       "code"_a, "A short name for a status code (e.g. 1 -> 'invalid argument').");
@@ -169,9 +179,10 @@ NB_MODULE(_C, m) {
       "gemm",
       [](const tessera::Matrix& a, const tessera::Matrix& b, const tessera::Matrix& d, const tessera::Matrix* c,
          float alpha, float beta, int op_a, int op_b, uintptr_t workspace, size_t workspace_bytes, uintptr_t stream,
-         const std::string& config, uintptr_t bias, int bias_mode, int64_t bias_batch_stride, int activation) {
+         const std::string& config, uintptr_t bias, int bias_mode, int64_t bias_batch_stride, int activation,
+         int max_sms) {
         const tessera::GemmArgs g = make_gemm_args(a, b, d, c, alpha, beta, op_a, op_b, config,
-                                                   Epilogue{bias, bias_mode, bias_batch_stride, activation});
+                                                   Epilogue{bias, bias_mode, bias_batch_stride, activation}, max_sms);
         tessera::Status s;
         {
           nb::gil_scoped_release release;
@@ -182,7 +193,7 @@ NB_MODULE(_C, m) {
       "a"_a, "b"_a, "d"_a, "c"_a.none() = nb::none(), "alpha"_a = 1.0f, "beta"_a = 0.0f,
       "op_a"_a = int(TESSERA_OP_N), "op_b"_a = int(TESSERA_OP_N), "workspace"_a = 0, "workspace_bytes"_a = 0,
       "stream"_a = 0, "config"_a = "", "bias"_a = 0, "bias_mode"_a = int(TESSERA_BIAS_NONE),
-      "bias_batch_stride"_a = 0, "activation"_a = int(TESSERA_ACTIVATION_NONE),
+      "bias_batch_stride"_a = 0, "activation"_a = int(TESSERA_ACTIVATION_NONE), "max_sms"_a = 0,
       "D = act(alpha * op(A) * op(B) + beta * C + bias) on `stream` (a cudaStream_t as an int; 0 = default\n"
       "stream). bias: a device pointer in D's dtype (0 = none) with bias_mode BIAS_PER_COLUMN (N values) or\n"
       "BIAS_PER_ROW (M values), batch l at bias + l * bias_batch_stride; activation: an ACTIVATION_* code.\n"
@@ -202,8 +213,8 @@ NB_MODULE(_C, m) {
       "a"_a, "b"_a, "d"_a, "c"_a.none() = nb::none(), "alpha"_a = 1.0f, "beta"_a = 0.0f,
       "op_a"_a = int(TESSERA_OP_N), "op_b"_a = int(TESSERA_OP_N), "config"_a = "", "bias"_a = 0,
       "bias_mode"_a = int(TESSERA_BIAS_NONE), "bias_batch_stride"_a = 0, "activation"_a = int(TESSERA_ACTIVATION_NONE),
-      "Validates the GEMM arguments (no device access) and returns the workspace bytes that let every\n"
-      "operand take the fastest path (0 when none is needed).");
+      "Validates the GEMM arguments and returns the workspace bytes that let every operand take the\n"
+      "fastest path on the current device (0 when none is needed; without a device, a bound for any).");
 
   m.def(
       "gemm_select_config",
@@ -227,7 +238,7 @@ NB_MODULE(_C, m) {
       [](uintptr_t q, uintptr_t k, uintptr_t v, uintptr_t o, int dtype, int64_t batch, int64_t seqlen_q,
          int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int64_t head_dim, std::array<int64_t, 3> q_stride,
          std::array<int64_t, 3> k_stride, std::array<int64_t, 3> v_stride, std::array<int64_t, 3> o_stride,
-         uintptr_t lse, float softmax_scale, bool causal, uintptr_t stream) {
+         uintptr_t lse, float softmax_scale, bool causal, uintptr_t stream, int max_sms) {
         tessera::AttentionArgs a;
         a.q = as_ptr<const void>(q);
         a.k = as_ptr<const void>(k);
@@ -249,6 +260,7 @@ NB_MODULE(_C, m) {
         }
         a.softmax_scale = softmax_scale;
         a.causal = causal;
+        a.max_sms = max_sms;
         tessera::Status s;
         {
           nb::gil_scoped_release release;
@@ -258,7 +270,7 @@ NB_MODULE(_C, m) {
       },
       "q"_a, "k"_a, "v"_a, "o"_a, "dtype"_a, "batch"_a, "seqlen_q"_a, "seqlen_k"_a, "heads_q"_a, "heads_kv"_a,
       "head_dim"_a, "q_stride"_a, "k_stride"_a, "v_stride"_a, "o_stride"_a, "lse"_a = 0, "softmax_scale"_a = 0.0f,
-      "causal"_a = false, "stream"_a = 0,
+      "causal"_a = false, "stream"_a = 0, "max_sms"_a = 0,
       "O = softmax(scale * Q K^T [causal]) V. Q/O [B, Sq, Hq, D], K/V [B, Sk, Hkv, D] with (batch, seq, head)\n"
       "strides in elements (head-dim stride 1); lse: optional fp32 [B, Hq, Sq] pointer (0 = none);\n"
       "softmax_scale 0 = 1/sqrt(head_dim). Asynchronous on `stream`.");

@@ -33,7 +33,7 @@ def status_string(code: int) -> str:
 
 
 try:  # The PyTorch layer is optional: guarded, so the package imports where torch is missing.
-    from ._torch import attention, matmul  # noqa: F401  (registers torch.ops.tessera.*)
+    from ._torch import attention, clear_workspace_cache, matmul  # noqa: F401  (registers torch.ops.tessera.*)
 
     _torch_import_error = None
 except ImportError as _e:  # torch missing (or too old): keep the CPU-side API usable
@@ -47,12 +47,23 @@ except ImportError as _e:  # torch missing (or too old): keep the CPU-side API u
         """Attention forward (needs PyTorch >= 2.4; see tessera._torch.attention)."""
         raise ImportError(f"tessera.attention needs PyTorch >= 2.4: {_torch_import_error}")
 
+    def clear_workspace_cache() -> None:  # type: ignore[no-redef]
+        """Nothing is cached without PyTorch."""
+
+
+def reread_environment() -> None:
+    """Re-reads the TESSERA_* environment variables, which the library reads once per process, and
+    drops its memoized launch plans (for tests and tools that change them in-process)."""
+    _C.reread_environment()
+
 
 __all__ = [
     "__version__",
     "attention",
+    "clear_workspace_cache",
     "configs",
     "matmul",
+    "reread_environment",
     "status_string",
     "STATUS_SUCCESS",
     "STATUS_INVALID_ARGUMENT",

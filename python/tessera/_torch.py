@@ -13,7 +13,7 @@ This module deliberately does not use ``from __future__ import annotations``: to
 inference reads the annotations of the op functions as objects.
 """
 import math
-from typing import Optional, Tuple
+from typing import Optional, Tuple  # noqa: F401  (Tuple: op schemas)
 
 import torch
 
@@ -72,6 +72,59 @@ def _stream(device: torch.device) -> int:
     return torch.cuda.current_stream(device).cuda_stream
 
 
+# ------------------------------------------------------------------------------- the eager path
+#
+# An eager call (plain tensors, not traced, no autograd) skips the custom-op dispatch: one crossing
+# into the library (_C.matmul_tensors / attention_tensors) reads the tensors, validates, plans and
+# launches. Anything that crossing does not handle comes back as -1 and takes the general path
+# (the custom op), which computes the same and raises the same errors.
+
+_C.set_torch_dtypes(torch.float16, torch.bfloat16, torch.float32)
+_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", None)
+_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _eager(a: Tensor, b: Tensor) -> bool:
+    """True where the custom op would only run its implementation: real tensors, no tracing, no
+    dispatch mode (FakeTensorMode, make_fx, FlopCounterMode...) and nothing for autograd to record."""
+    return (type(a) is Tensor and type(b) is Tensor and _raw_stream is not None and _dispatch_modes is not None
+            and _dispatch_modes() == 0 and not _is_compiling()
+            and not ((a.requires_grad or b.requires_grad) and torch.is_grad_enabled()))
+
+
+# Workspace (split-K / stream-K partials, padded copies) of eager calls: one buffer per (device,
+# stream), grown on demand and reused by later calls on that stream, which run after the earlier
+# ones (the library's workspace contract: one per concurrently running call). Calls captured into a
+# CUDA graph get their own from the caching allocator (the graph's pool), since a replay may run
+# beside later eager calls. Buffers above _WS_CACHE_MAX are not kept.
+_WS_CACHE_MAX = 64 << 20
+_ws_cache = {}
+_NO_WS = (0, 0, None)
+
+
+def clear_workspace_cache() -> None:
+    """Releases the workspace buffers tessera keeps for eager calls (to torch's caching allocator)."""
+    _ws_cache.clear()
+
+
+def _matmul_eager(a, b, c, alpha, beta, bias, act, d, max_sms) -> bool:
+    """Runs d = act(alpha a @ b + beta c + bias) by the eager path; False when the general path must."""
+    dev = a.get_device()
+    stream = _raw_stream(dev)
+    key = (dev, stream)
+    ws_ptr, ws_bytes, _ = _ws_cache.get(key, _NO_WS)
+    need = _C.matmul_tensors(a, b, c, d, alpha, beta, bias, act, ws_ptr, ws_bytes, True, stream, max_sms)
+    if need == 0:
+        return True
+    if need < 0:
+        return False
+    ws = torch.empty(need, dtype=torch.uint8, device=a.device)
+    if need <= _WS_CACHE_MAX and not torch.cuda.is_current_stream_capturing():
+        _ws_cache[key] = (ws.data_ptr(), need, ws)
+    return _C.matmul_tensors(a, b, c, d, alpha, beta, bias, act, ws.data_ptr(), need, False, stream, max_sms) == 0
+
+
 # ---------------------------------------------------------------------------------------- GEMM
 
 
@@ -122,7 +175,7 @@ def _matmul_shape(a: Tensor, b: Tensor) -> Tuple[int, ...]:
 
 
 def _gemm_into(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: float, d: Tensor,
-               bias: Optional[Tensor] = None, activation: int = 0) -> None:
+               bias: Optional[Tensor] = None, activation: int = 0, max_sms: int = 0) -> None:
     """d = act(alpha * a @ b + beta * c + bias), d of shape _matmul_shape(a, b); bias (N,) is added to
     every row of every batch; activation is a tessera activation code (_C.ACTIVATION_*)."""
     device = a.device
@@ -160,7 +213,7 @@ def _gemm_into(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: fl
         ws_bytes = _C.gemm_workspace_size(ma, mb, md, mc, alpha, beta, **epilogue)
         ws = torch.empty(ws_bytes, dtype=torch.uint8, device=device) if ws_bytes else None
         _C.gemm(ma, mb, md, mc, alpha, beta, workspace=ws.data_ptr() if ws is not None else 0,
-                workspace_bytes=ws_bytes, stream=_stream(device), **epilogue)
+                workspace_bytes=ws_bytes, stream=_stream(device), max_sms=max_sms, **epilogue)
     if target is not d:
         d.copy_(target)
 
@@ -168,36 +221,37 @@ def _gemm_into(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: fl
 # bias and activation come last with defaults, so calls written before they existed keep working.
 @torch.library.custom_op("tessera::matmul", mutates_args=())
 def _matmul_op(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: float,
-               out_dtype: Optional[torch.dtype], bias: Optional[Tensor] = None, activation: int = 0) -> Tensor:
+               out_dtype: Optional[torch.dtype], bias: Optional[Tensor] = None, activation: int = 0,
+               max_sms: int = 0) -> Tensor:
     shape = _matmul_shape(a, b)
     d = torch.empty(shape, dtype=out_dtype if out_dtype is not None else a.dtype, device=a.device)
-    _gemm_into(a, b, c, alpha, beta, d, bias, activation)
+    _gemm_into(a, b, c, alpha, beta, d, bias, activation, max_sms)
     return d
 
 
 @_matmul_op.register_fake
-def _matmul_fake(a, b, c, alpha, beta, out_dtype, bias=None, activation=0):
+def _matmul_fake(a, b, c, alpha, beta, out_dtype, bias=None, activation=0, max_sms=0):
     shape = _matmul_shape(a, b)
     return a.new_empty(shape, dtype=out_dtype if out_dtype is not None else a.dtype)
 
 
 @torch.library.custom_op("tessera::matmul_out", mutates_args=("d",))
 def _matmul_out_op(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: float, d: Tensor,
-                   bias: Optional[Tensor] = None, activation: int = 0) -> None:
+                   bias: Optional[Tensor] = None, activation: int = 0, max_sms: int = 0) -> None:
     shape = _matmul_shape(a, b)
     if tuple(d.shape) != tuple(shape):
         raise ValueError(f"out: must have shape {tuple(shape)}, got {tuple(d.shape)}")
-    _gemm_into(a, b, c, alpha, beta, d, bias, activation)
+    _gemm_into(a, b, c, alpha, beta, d, bias, activation, max_sms)
 
 
 @_matmul_out_op.register_fake
-def _matmul_out_fake(a, b, c, alpha, beta, d, bias=None, activation=0):
+def _matmul_out_fake(a, b, c, alpha, beta, d, bias=None, activation=0, max_sms=0):
     return None
 
 
 def matmul(a: Tensor, b: Tensor, *, c: Optional[Tensor] = None, alpha: float = 1.0, beta: float = 0.0,
            bias: Optional[Tensor] = None, activation: Optional[str] = None, out: Optional[Tensor] = None,
-           out_dtype: Optional[torch.dtype] = None) -> Tensor:
+           out_dtype: Optional[torch.dtype] = None, max_sms: int = 0) -> Tensor:
     """``D = act(alpha * a @ b + beta * c + bias)`` on tensor cores (fp32 accumulation, one rounding).
 
     a: (M, K) or (L, M, K); b: (K, N) or (L, K, N); float16 or bfloat16 (the same). A 2-D operand
@@ -211,25 +265,44 @@ def matmul(a: Tensor, b: Tensor, *, c: Optional[Tensor] = None, alpha: float = 1
     activation: None, "relu", "gelu" (erf form, torch's default), "gelu_tanh" (F.gelu's
     approximate="tanh") or "silu", applied last. Both are fused into the GEMM's epilogue: computed
     in fp32 on the accumulators, no extra pass over the output.
-    Runs on the current CUDA stream; workspace (for operands that are not 16-byte aligned, and for
-    split-K / stream-K where the heuristic cuts K) comes from PyTorch's caching allocator. Calls ``torch.ops.tessera.matmul`` (``matmul_out``).
+    max_sms: an SM budget (0 = every SM): the GEMM runs on at most this many SMs at once and none of
+    its CTAs waits for another, so it finishes beside kernels that hold the other SMs (NCCL).
+    Runs on the current CUDA stream. Workspace (for operands that are not 16-byte aligned, and for
+    split-K / stream-K where the heuristic cuts K) comes from PyTorch's caching allocator: in eager
+    mode one buffer per stream, kept and reused (``clear_workspace_cache()`` releases them); in a
+    CUDA-graph capture a new one per call. Eager calls on plain tensors go to the library in one
+    call; traced, compiled or autograd-recording calls go through ``torch.ops.tessera.matmul``
+    (``matmul_out``), which computes the same.
     """
-    if activation is not None and activation not in _ACTIVATIONS:
-        raise ValueError(f"activation: must be None or one of {sorted(_ACTIVATIONS)} (got {activation!r})")
+    act = _ACTIVATIONS.get(activation, -1) if isinstance(activation, (str, type(None))) else -1
+    if act < 0:
+        names = sorted(k for k in _ACTIVATIONS if k is not None)
+        raise ValueError(f"activation: must be None or one of {names} (got {activation!r})")
+    if _eager(a, b) and (out is None or out_dtype is None or out.dtype == out_dtype):
+        if out is None:
+            if a.dim() == 2 and b.dim() == 2:
+                shape = (a.shape[0], b.shape[1])
+            else:
+                shape = _matmul_shape(a, b)
+            d = torch.empty(shape, dtype=out_dtype if out_dtype is not None else a.dtype, device=a.device)
+        else:
+            d = out
+        if _matmul_eager(a, b, c, float(alpha), float(beta), bias, act, d, int(max_sms)):
+            return d
     n = b.shape[-1]
     if bias is not None and (bias.dim() != 1 or bias.shape[0] != n):
         raise ValueError(f"bias: must have shape ({n},) (N), got {tuple(bias.shape)}")
-    act = _ACTIVATIONS[activation] if activation is not None else _C.ACTIVATION_NONE
     if out is not None:
         if out_dtype is not None and out.dtype != out_dtype:
             raise ValueError(f"out_dtype: {out_dtype} disagrees with out.dtype ({out.dtype})")
-        torch.ops.tessera.matmul_out(a, b, c, float(alpha), float(beta), out, bias, act)
+        torch.ops.tessera.matmul_out(a, b, c, float(alpha), float(beta), out, bias, act, int(max_sms))
         return out
-    return torch.ops.tessera.matmul(a, b, c, float(alpha), float(beta), out_dtype, bias, act)
+    return torch.ops.tessera.matmul(a, b, c, float(alpha), float(beta), out_dtype, bias, act, int(max_sms))
 
 
 # matmul's activation names -> the library's codes (tessera_activation_t).
 _ACTIVATIONS = {
+    None: _C.ACTIVATION_NONE,
     "relu": _C.ACTIVATION_RELU,
     "gelu": _C.ACTIVATION_GELU,
     "gelu_tanh": _C.ACTIVATION_GELU_TANH,
@@ -275,7 +348,7 @@ def _attn_outputs(q: Tensor, batch, heads_q, seqlen_q, return_lse: bool):
 
 @torch.library.custom_op("tessera::attention", mutates_args=())
 def _attention_op(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float, return_lse: bool,
-                  layout: str) -> Tuple[Tensor, Tensor]:
+                  layout: str, max_sms: int = 0) -> Tuple[Tensor, Tensor]:
     bshd = _is_bshd(layout)
     batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim = _attn_dims(q, k, v, bshd)
     device = q.device
@@ -298,19 +371,19 @@ def _attention_op(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float, r
         _C.attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), code, batch, seqlen_q, seqlen_k,
                      heads_q, heads_kv, head_dim, _attn_strides(q, bshd), _attn_strides(k, bshd),
                      _attn_strides(v, bshd), _attn_strides(o, bshd), lse=lse.data_ptr() if return_lse else 0,
-                     softmax_scale=scale, causal=causal, stream=_stream(device))
+                     softmax_scale=scale, causal=causal, stream=_stream(device), max_sms=max_sms)
     return o, lse
 
 
 @_attention_op.register_fake
-def _attention_fake(q, k, v, causal, scale, return_lse, layout):
+def _attention_fake(q, k, v, causal, scale, return_lse, layout, max_sms=0):
     bshd = _is_bshd(layout)
     batch, seqlen_q, _, heads_q, _, _ = _attn_dims(q, k, v, bshd)
     return _attn_outputs(q, batch, heads_q, seqlen_q, return_lse)
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, scale: Optional[float] = None,
-              return_lse: bool = False, layout: str = "bshd"):
+              return_lse: bool = False, layout: str = "bshd", max_sms: int = 0):
     """Attention forward, ``O = softmax(scale * Q K^T [causal mask]) V``, FlashAttention-style.
 
     layout="bshd": q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D]; layout="bhsd": q [B, Hq, Sq, D],
@@ -319,16 +392,28 @@ def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, scale: O
     are read in place (multiples of 8 elements); a head dim with stride != 1 is made contiguous.
     causal: query i sees keys j <= i + Sk - Sq (aligned bottom-right when Sq != Sk).
     scale: default 1/sqrt(D); must be > 0.
+    max_sms: an SM budget (0 = every SM): at most this many SMs at once, no CTA waiting for another.
     Returns o (same shape and layout as q, a new contiguous tensor) or, with return_lse=True,
     (o, lse) where lse is float32 [B, Hq, Sq], the natural-log log-sum-exp of the scaled scores.
-    Runs on the current CUDA stream. Calls ``torch.ops.tessera.attention``.
+    Runs on the current CUDA stream. Eager calls on plain tensors go to the library in one call;
+    traced, compiled or autograd-recording calls go through ``torch.ops.tessera.attention``, which
+    computes the same.
     """
-    _is_bshd(layout)
+    bshd = _is_bshd(layout)
     if scale is None:
         s = 0.0  # the library's "1/sqrt(head_dim)"
     else:
         s = float(scale)
         if not (math.isfinite(s) and s > 0.0):
             raise ValueError(f"scale: must be a finite number > 0 (None = 1/sqrt(head_dim)), got {scale}")
-    o, lse = torch.ops.tessera.attention(q, k, v, bool(causal), s, bool(return_lse), layout)
+    if _eager(q, k) and type(v) is Tensor and not (v.requires_grad and torch.is_grad_enabled()) and q.dim() == 4:
+        o = q.new_empty(q.shape)
+        lse = None
+        if return_lse:
+            b, h, sq = (q.shape[0], q.shape[2], q.shape[1]) if bshd else (q.shape[0], q.shape[1], q.shape[2])
+            lse = q.new_empty((b, h, sq), dtype=torch.float32)
+        dev = q.get_device()
+        if _C.attention_tensors(q, k, v, o, lse, bool(causal), s, bshd, _raw_stream(dev), int(max_sms)) == 0:
+            return (o, lse) if return_lse else o
+    o, lse = torch.ops.tessera.attention(q, k, v, bool(causal), s, bool(return_lse), layout, int(max_sms))
     return (o, lse) if return_lse else o

@@ -1,0 +1,262 @@
+// The eager fast path of tessera.matmul / tessera.attention: the torch tensors themselves in, one
+// launch out, in a single crossing. The facts the library needs (address, sizes, strides, dtype,
+// device) are read through the Python C API, so the module stays free of libtorch and its ABI.
+// Anything unusual (strides with no row/column-major form, broadcasting C, a bias to convert,
+// mixed devices, empty outputs, a device other than the current one) answers kGeneral and the
+// Python layer takes its general path, which handles it and raises the errors: this path never
+// changes what a call computes or how it fails, only what it costs.
+#include <Python.h>
+#include <cuda_runtime_api.h>
+#include <nanobind/nanobind.h>
+
+#include <cstdint>
+#include <string>
+
+#include "tessera/tessera.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace tessera_python {
+
+void check(const tessera::Status& s);  // module.cpp: raises the status' Python exception
+
+namespace {
+
+constexpr int64_t kGeneral = -1;  // "take the general path"
+
+// torch.float16 / bfloat16 / float32, registered by the Python layer (set_torch_dtypes).
+PyObject* g_dtypes[3] = {nullptr, nullptr, nullptr};
+const int kDtypeCodes[3] = {TESSERA_DTYPE_F16, TESSERA_DTYPE_BF16, TESSERA_DTYPE_F32};
+
+struct Names {  // interned attribute names
+  PyObject *data_ptr, *shape, *stride, *dtype, *get_device;
+};
+const Names& names() {
+  static const Names n{PyUnicode_InternFromString("data_ptr"), PyUnicode_InternFromString("shape"),
+                       PyUnicode_InternFromString("stride"), PyUnicode_InternFromString("dtype"),
+                       PyUnicode_InternFromString("get_device")};
+  return n;
+}
+
+// What the library needs of one tensor.
+struct View {
+  uintptr_t ptr = 0;
+  int dtype = -1;  // a tessera dtype code, -1 for any other dtype
+  int device = -1;
+  int dim = 0;
+  int64_t size[4] = {}, stride[4] = {};
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int i = 0; i < dim; ++i) n *= size[i];
+    return n;
+  }
+};
+
+bool int_tuple(PyObject* t, int dim, int64_t* out) {
+  if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != dim) return false;
+  for (int i = 0; i < dim; ++i) {
+    out[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(t, i));
+    if (out[i] == -1 && PyErr_Occurred()) return false;
+  }
+  return true;
+}
+
+// Reads `t` (a torch.Tensor of at most 4 modes); false (Python error cleared) for anything else.
+bool view_of(nb::handle h, View* v) {
+  PyObject* t = h.ptr();
+  const Names& n = names();
+  bool ok = false;
+  PyObject *shape = PyObject_GetAttr(t, n.shape), *stride = nullptr, *ptr = nullptr, *dtype = nullptr, *dev = nullptr;
+  if (shape && PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) <= 4) {
+    v->dim = int(PyTuple_GET_SIZE(shape));
+    stride = PyObject_CallMethodNoArgs(t, n.stride);
+    ptr = PyObject_CallMethodNoArgs(t, n.data_ptr);
+    dtype = PyObject_GetAttr(t, n.dtype);
+    dev = PyObject_CallMethodNoArgs(t, n.get_device);
+    if (stride && ptr && dtype && dev && int_tuple(shape, v->dim, v->size) && int_tuple(stride, v->dim, v->stride)) {
+      v->ptr = uintptr_t(PyLong_AsUnsignedLongLong(ptr));
+      v->device = int(PyLong_AsLong(dev));
+      for (int i = 0; i < 3; ++i)
+        if (dtype == g_dtypes[i]) v->dtype = kDtypeCodes[i];
+      ok = !PyErr_Occurred();
+    }
+  }
+  Py_XDECREF(shape);
+  Py_XDECREF(stride);
+  Py_XDECREF(ptr);
+  Py_XDECREF(dtype);
+  Py_XDECREF(dev);
+  if (!ok) PyErr_Clear();
+  return ok;
+}
+
+// The last two modes of a 2-D/3-D tensor as a tessera matrix (a 3-D tensor's first mode is the
+// batch; stride 0 broadcasts): false where they are neither row- nor column-major (the rule of the
+// Python layer's _matrix, which the general path applies).
+bool matrix_of(const View& v, tessera::Matrix* m) {
+  if (v.dim != 2 && v.dim != 3) return false;
+  const int64_t rows = v.size[v.dim - 2], cols = v.size[v.dim - 1];
+  const int64_t sr = v.stride[v.dim - 2], sc = v.stride[v.dim - 1];
+  m->ptr = reinterpret_cast<const void*>(v.ptr);
+  m->dtype = tessera::DType(v.dtype);
+  m->rows = rows;
+  m->cols = cols;
+  const bool batched = v.dim == 3 && v.size[0] > 1;
+  m->batch_count = batched ? v.size[0] : 1;
+  m->batch_stride = batched ? v.stride[0] : 0;
+  const int64_t one_col = cols > 1 ? cols : 1, one_row = rows > 1 ? rows : 1;
+  if ((sc == 1 || cols <= 1) && (rows <= 1 || sr >= one_col)) {
+    m->layout = tessera::Layout::RowMajor;
+    m->ld = rows > 1 ? sr : one_col;
+  } else if ((sr == 1 || rows <= 1) && (cols <= 1 || sc >= one_row)) {
+    m->layout = tessera::Layout::ColMajor;
+    m->ld = cols > 1 ? sc : one_row;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+int current_device() {
+  int d = -1;
+  return cudaGetDevice(&d) == cudaSuccess ? d : -2;
+}
+
+// Launches `g`, with the workspace it needs: 0 when launched; else the bytes to allocate (nothing
+// launched) when the given workspace is too small, or is the caller's cached one while the stream
+// is being captured (a graph must own its workspace: a replay may run beside later eager calls).
+int64_t launch_gemm(const tessera::GemmArgs& g, uintptr_t ws, size_t ws_bytes, bool ws_cached, uintptr_t stream) {
+  size_t need = 0;
+  check(tessera::gemm_workspace_size(g, &need));
+  if (need > ws_bytes) return int64_t(need);
+  if (need > 0 && ws_cached) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(stream), &capture) != cudaSuccess ||
+        capture != cudaStreamCaptureStatusNone)
+      return int64_t(need);
+  }
+  tessera::Status s;
+  {
+    nb::gil_scoped_release release;
+    s = tessera::gemm(g, reinterpret_cast<void*>(stream), reinterpret_cast<void*>(ws), ws_bytes);
+  }
+  check(s);
+  return 0;
+}
+
+int64_t matmul_tensors(nb::handle a, nb::handle b, nb::handle c, nb::handle d, float alpha, float beta,
+                       nb::handle bias, int activation, uintptr_t ws, size_t ws_bytes, bool ws_cached,
+                       uintptr_t stream, int max_sms) {
+  View va, vb, vd;
+  if (!view_of(a, &va) || !view_of(b, &vb) || !view_of(d, &vd)) return kGeneral;
+  tessera::GemmArgs g;
+  if (va.dtype < 0 || vb.dtype < 0 || vd.dtype < 0 || !matrix_of(va, &g.a) || !matrix_of(vb, &g.b) ||
+      !matrix_of(vd, &g.d) || vd.numel() == 0)
+    return kGeneral;
+  const int dev = va.device;
+  if (dev < 0 || vb.device != dev || vd.device != dev || dev != current_device()) return kGeneral;
+  // The output's shape is the broadcast one (Python's _matmul_shape): D's batch is the larger of A's
+  // and B's, which must be equal or 1.
+  const int64_t la = va.dim == 3 ? va.size[0] : 1, lb = vb.dim == 3 ? vb.size[0] : 1;
+  const int64_t l = la == 1 ? lb : la;
+  if ((la != lb && la != 1 && lb != 1) || (va.dim == 3 || vb.dim == 3) != (vd.dim == 3) ||
+      (vd.dim == 3 && vd.size[0] != l) || g.d.rows != g.a.rows || g.d.cols != g.b.cols)
+    return kGeneral;
+  if (beta != 0.0f && !c.is_none()) {  // like BLAS, C is not read when beta == 0
+    View vc;
+    if (!view_of(c, &vc) || vc.device != dev || vc.dim != vd.dim || !matrix_of(vc, &g.c)) return kGeneral;
+    for (int i = 0; i < vd.dim; ++i)
+      if (vc.size[i] != vd.size[i]) return kGeneral;  // broadcasting C: the general path expands it
+  }
+  if (!bias.is_none()) {  // a contiguous vector of N in D's dtype (the general path converts others)
+    View vbias;
+    if (!view_of(bias, &vbias) || vbias.device != dev || vbias.dim != 1 || vbias.dtype != vd.dtype ||
+        vbias.size[0] != g.d.cols || (vbias.size[0] > 1 && vbias.stride[0] != 1))
+      return kGeneral;
+    g.bias = reinterpret_cast<const void*>(vbias.ptr);
+    g.bias_mode = tessera::BiasMode::PerColumn;
+  }
+  g.alpha = alpha;
+  g.beta = beta;
+  g.activation = tessera::Activation(activation);
+  g.max_sms = max_sms;
+  return launch_gemm(g, ws, ws_bytes, ws_cached, stream);
+}
+
+// (batch, sequence, head) strides of a 4-D tensor in the layout; a mode of extent 1 gets stride 0.
+void attn_strides(const View& v, bool bshd, int64_t (&st)[3]) {
+  const int idx[3] = {0, bshd ? 1 : 2, bshd ? 2 : 1};
+  for (int i = 0; i < 3; ++i) st[i] = v.size[idx[i]] == 1 ? 0 : v.stride[idx[i]];
+}
+
+int64_t attention_tensors(nb::handle q, nb::handle k, nb::handle v, nb::handle o, nb::handle lse, bool causal,
+                          float scale, bool bshd, uintptr_t stream, int max_sms) {
+  View vq, vk, vv, vo;
+  if (!view_of(q, &vq) || !view_of(k, &vk) || !view_of(v, &vv) || !view_of(o, &vo)) return kGeneral;
+  for (const View* t : {&vq, &vk, &vv, &vo})
+    if (t->dim != 4 || t->stride[3] != 1 || t->device != vq.device) return kGeneral;
+  if (vq.dtype != TESSERA_DTYPE_F16 && vq.dtype != TESSERA_DTYPE_BF16) return kGeneral;
+  if (vk.dtype != vq.dtype || vv.dtype != vq.dtype || vo.dtype != vq.dtype) return kGeneral;
+  for (int i = 0; i < 4; ++i)
+    if (vv.size[i] != vk.size[i] || vo.size[i] != vq.size[i]) return kGeneral;
+  if (vq.device < 0 || vq.device != current_device() || vq.numel() == 0) return kGeneral;
+  tessera::AttentionArgs a;
+  a.q = reinterpret_cast<const void*>(vq.ptr);
+  a.k = reinterpret_cast<const void*>(vk.ptr);
+  a.v = reinterpret_cast<const void*>(vv.ptr);
+  a.o = reinterpret_cast<void*>(vo.ptr);
+  a.dtype = tessera::DType(vq.dtype);
+  a.batch = vq.size[0];
+  a.seqlen_q = bshd ? vq.size[1] : vq.size[2];
+  a.heads_q = bshd ? vq.size[2] : vq.size[1];
+  a.seqlen_k = bshd ? vk.size[1] : vk.size[2];
+  a.heads_kv = bshd ? vk.size[2] : vk.size[1];
+  a.head_dim = vq.size[3];
+  if (vk.size[0] != a.batch || vk.size[3] != a.head_dim) return kGeneral;
+  attn_strides(vq, bshd, a.q_stride);
+  attn_strides(vk, bshd, a.k_stride);
+  attn_strides(vv, bshd, a.v_stride);
+  attn_strides(vo, bshd, a.o_stride);
+  if (!lse.is_none()) {  // fp32 [B, Hq, Sq], contiguous (the Python layer allocates it)
+    View vl;
+    if (!view_of(lse, &vl) || vl.device != vq.device || vl.dtype != TESSERA_DTYPE_F32) return kGeneral;
+    a.lse = reinterpret_cast<float*>(vl.ptr);
+  }
+  a.softmax_scale = scale;
+  a.causal = causal;
+  a.max_sms = max_sms;
+  tessera::Status s;
+  {
+    nb::gil_scoped_release release;
+    s = tessera::attention(a, reinterpret_cast<void*>(stream));
+  }
+  check(s);
+  return 0;
+}
+
+}  // namespace
+
+void bind_eager(nb::module_& m) {
+  m.def(
+      "set_torch_dtypes",
+      [](nb::handle f16, nb::handle bf16, nb::handle f32) {
+        PyObject* objs[3] = {f16.ptr(), bf16.ptr(), f32.ptr()};
+        for (int i = 0; i < 3; ++i) {
+          Py_XINCREF(objs[i]);  // kept for the life of the process
+          g_dtypes[i] = objs[i];
+        }
+      },
+      "f16"_a, "bf16"_a, "f32"_a, "Registers torch.float16, torch.bfloat16, torch.float32 for the tensor entries.");
+  m.def("matmul_tensors", &matmul_tensors, "a"_a, "b"_a, "c"_a.none(), "d"_a, "alpha"_a, "beta"_a, "bias"_a.none(),
+        "activation"_a, "workspace"_a, "workspace_bytes"_a, "workspace_cached"_a, "stream"_a, "max_sms"_a,
+        "d = act(alpha * a @ b + beta * c + bias) from torch tensors in one call: 0 when launched; the\n"
+        "workspace bytes to allocate when the given workspace is too small (or is a cached one while\n"
+        "the stream is capturing); -1 when the general path must handle the call. Raises as gemm().");
+  m.def("attention_tensors", &attention_tensors, "q"_a, "k"_a, "v"_a, "o"_a, "lse"_a.none(), "causal"_a, "scale"_a,
+        "bshd"_a, "stream"_a, "max_sms"_a,
+        "Attention forward from torch tensors in one call: 0 when launched, -1 when the general path must\n"
+        "handle the call. Raises as attention().");
+}
+
+}  // namespace tessera_python
