@@ -1,8 +1,11 @@
-// The C ABI: conversions between the C structs and the C++ API, and thin wrappers.
+// The C ABI: conversions between the C structs and the C++ API, and thin wrappers, each run by
+// detail::guard so that no C++ exception reaches a C caller.
 #include "core/status.hpp"
 #include "gemm/configs.hpp"
 #include "tessera/tessera.h"
 #include "tessera/tessera.hpp"
+
+#include <string>
 
 #ifndef TESSERA_VERSION_STRING
 #define TESSERA_VERSION_STRING "0.0.0"
@@ -10,12 +13,12 @@
 
 namespace tessera {
 
-tessera_matrix_t to_c(const Matrix& m) {
+tessera_matrix_t to_c(const Matrix& m) noexcept {
   return tessera_matrix_t{m.ptr, tessera_dtype_t(m.dtype), m.rows, m.cols, m.ld, tessera_layout_t(m.layout),
                           m.batch_count, m.batch_stride};
 }
 
-static Matrix from_c(const tessera_matrix_t& m) {
+static Matrix from_c(const tessera_matrix_t& m) noexcept {
   Matrix r;
   r.ptr = m.ptr;
   r.dtype = DType(m.dtype);
@@ -28,7 +31,7 @@ static Matrix from_c(const tessera_matrix_t& m) {
   return r;
 }
 
-tessera_gemm_args_t to_c(const GemmArgs& a) {
+tessera_gemm_args_t to_c(const GemmArgs& a) noexcept {
   return tessera_gemm_args_t{tessera_op_t(a.op_a),
                              tessera_op_t(a.op_b),
                              to_c(a.a),
@@ -66,7 +69,7 @@ GemmArgs from_c(const tessera_gemm_args_t& a) {
 
 // AttentionArgs and tessera_attention_args_t hold the same fields; only the enum/bool types differ.
 template <class To, class From>
-static void copy_attention_fields(To& r, const From& a) {
+static void copy_attention_fields(To& r, const From& a) noexcept {
   r.q = a.q;
   r.k = a.k;
   r.v = a.v;
@@ -88,7 +91,7 @@ static void copy_attention_fields(To& r, const From& a) {
   r.max_sms = a.max_sms;
 }
 
-tessera_attention_args_t to_c(const AttentionArgs& a) {
+tessera_attention_args_t to_c(const AttentionArgs& a) noexcept {
   tessera_attention_args_t r{};
   copy_attention_fields(r, a);
   r.dtype = tessera_dtype_t(a.dtype);
@@ -96,7 +99,7 @@ tessera_attention_args_t to_c(const AttentionArgs& a) {
   return r;
 }
 
-AttentionArgs from_c(const tessera_attention_args_t& a) {
+AttentionArgs from_c(const tessera_attention_args_t& a) noexcept {
   AttentionArgs r;
   copy_attention_fields(r, a);
   r.dtype = DType(a.dtype);
@@ -106,53 +109,74 @@ AttentionArgs from_c(const tessera_attention_args_t& a) {
 
 }  // namespace tessera
 
+using tessera::detail::guard;
 using tessera::detail::invalid;
 using tessera::detail::remember;
+
+// The i-th compiled-in GEMM configuration, or null.
+static const tessera::gemm_impl::Config* config_at(int i) {
+  const auto& c = tessera::gemm_impl::configs();
+  return i >= 0 && i < int(c.size()) ? &c[size_t(i)] : nullptr;
+}
 
 extern "C" {
 
 tessera_status_t tessera_gemm_workspace_size(const tessera_gemm_args_t* args, size_t* bytes) {
-  if (!args) return remember(invalid("args: null pointer")).code;
-  return tessera::gemm_workspace_size(tessera::from_c(*args), bytes).code;
+  return guard([&] {
+    if (!args) return remember(invalid("args: null pointer")).code;
+    return tessera::gemm_workspace_size(tessera::from_c(*args), bytes).code;
+  });
 }
 
 tessera_status_t tessera_gemm(const tessera_gemm_args_t* args, void* workspace, size_t workspace_bytes,
                               void* stream) {
-  if (!args) return remember(invalid("args: null pointer")).code;
-  return tessera::gemm(tessera::from_c(*args), stream, workspace, workspace_bytes).code;
+  return guard([&] {
+    if (!args) return remember(invalid("args: null pointer")).code;
+    return tessera::gemm(tessera::from_c(*args), stream, workspace, workspace_bytes).code;
+  });
 }
 
 tessera_status_t tessera_gemm_select_config(const tessera_gemm_args_t* args, const char** name) {
-  if (!args) return remember(invalid("args: null pointer")).code;
-  if (!name) return remember(invalid("name: null pointer")).code;
-  std::string n;
-  tessera::Status s = tessera::gemm_select_config(tessera::from_c(*args), &n);
-  if (s.ok()) {  // static storage
-    const tessera::gemm_impl::ConfigChoice c = tessera::gemm_impl::find_config_choice(n);
-    *name = tessera::gemm_impl::config_spelling(*c.config, c.flip);
-  }
-  return s.code;
+  return guard([&] {
+    if (!args) return remember(invalid("args: null pointer")).code;
+    if (!name) return remember(invalid("name: null pointer")).code;
+    std::string n;
+    tessera::Status s = tessera::gemm_select_config(tessera::from_c(*args), &n);
+    if (s.ok()) {  // static storage
+      const tessera::gemm_impl::ConfigChoice c = tessera::gemm_impl::find_config_choice(n);
+      *name = tessera::gemm_impl::config_spelling(*c.config, c.flip);
+    }
+    return s.code;
+  });
 }
 
 tessera_status_t tessera_attention(const tessera_attention_args_t* args, void* stream) {
-  if (!args) return remember(invalid("args: null pointer")).code;
-  return tessera::attention(tessera::from_c(*args), stream).code;
+  return guard([&] {
+    if (!args) return remember(invalid("args: null pointer")).code;
+    return tessera::attention(tessera::from_c(*args), stream).code;
+  });
 }
 
-int tessera_gemm_config_count(void) { return int(tessera::gemm_impl::configs().size()); }
+int tessera_gemm_config_count(void) {
+  return guard<int>([] { return int(tessera::gemm_impl::configs().size()); }, 0);
+}
 
 const char* tessera_gemm_config_name(int i) {
-  const auto& c = tessera::gemm_impl::configs();
-  return i >= 0 && i < int(c.size()) ? c[i].name : nullptr;
+  return guard<const char*>([i] { return config_at(i) ? config_at(i)->name : nullptr; }, nullptr);
 }
 
 const char* tessera_gemm_config_description(int i) {
-  const auto& c = tessera::gemm_impl::configs();
-  return i >= 0 && i < int(c.size()) ? c[i].reason : nullptr;
+  return guard<const char*>([i] { return config_at(i) ? config_at(i)->reason : nullptr; }, nullptr);
 }
 
-void tessera_reread_environment(void) { tessera::reread_environment(); }
+void tessera_reread_environment(void) {
+  guard<int>([] {
+    tessera::reread_environment();
+    return 0;
+  }, 0);
+}
 
+// These three only read static or thread-local storage: nothing in them can throw.
 const char* tessera_status_string(tessera_status_t status) { return tessera::detail::status_string(status); }
 const char* tessera_last_error(void) { return tessera::detail::last_error(); }
 const char* tessera_version(void) { return TESSERA_VERSION_STRING; }

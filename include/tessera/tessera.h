@@ -5,6 +5,11 @@
  * Every entry validates its arguments first. On invalid input it returns a status other than
  * TESSERA_STATUS_SUCCESS, writes nothing, launches nothing, and tessera_last_error() (per host
  * thread) names the argument and the rule that failed.
+ *
+ * No C++ exception leaves an entry. A failure inside the library that C++ reports by exception
+ * (out of host memory, a standard-library error) returns TESSERA_STATUS_INTERNAL_ERROR with its
+ * message in tessera_last_error() ("out of host memory" for an allocation); the getters, which
+ * return no status, return NULL (names, descriptions) or 0 (the count) then.
  */
 #ifndef TESSERA_TESSERA_H_
 #define TESSERA_TESSERA_H_
@@ -119,7 +124,8 @@ tessera_status_t tessera_gemm(const tessera_gemm_args_t* args, void* workspace,
  * appended where it runs on the flipped orientation); static storage. */
 tessera_status_t tessera_gemm_select_config(const tessera_gemm_args_t* args, const char** name);
 
-/* Compiled-in GEMM configurations: count, and the name / description of the i-th. */
+/* Compiled-in GEMM configurations: count, and the name / description of the i-th (static storage;
+ * NULL where i is out of range). */
 int tessera_gemm_config_count(void);
 const char* tessera_gemm_config_name(int i);
 const char* tessera_gemm_config_description(int i);

@@ -167,11 +167,13 @@ Status attention(const AttentionArgs& args, void* stream = nullptr);
 // plans (tests, tools). Not for concurrent use with other tessera calls.
 void reread_environment();
 
-// Conversions to and from the C ABI structs (used by the C ABI and the CLI).
-tessera_matrix_t to_c(const Matrix& m);
-tessera_gemm_args_t to_c(const GemmArgs& a);  // config pointer borrows a.config's storage
+// Conversions to and from the C ABI structs (used by the C ABI and the CLI). Field copies only:
+// none throws but from_c(tessera_gemm_args_t), which copies the config name into a std::string
+// (std::bad_alloc where no host memory is left; the C ABI turns that into a status).
+tessera_matrix_t to_c(const Matrix& m) noexcept;
+tessera_gemm_args_t to_c(const GemmArgs& a) noexcept;  // config pointer borrows a.config's storage
 GemmArgs from_c(const tessera_gemm_args_t& a);
-tessera_attention_args_t to_c(const AttentionArgs& a);
-AttentionArgs from_c(const tessera_attention_args_t& a);
+tessera_attention_args_t to_c(const AttentionArgs& a) noexcept;
+AttentionArgs from_c(const tessera_attention_args_t& a) noexcept;
 
 }  // namespace tessera
