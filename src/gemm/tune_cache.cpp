@@ -8,7 +8,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <system_error>
 #include <vector>
 
@@ -56,6 +55,17 @@ bool next_token(const std::string& line, size_t* pos, std::string* token) {
   return true;
 }
 
+// "cc m n k batch ab_dtype a_k_major b_k_major d_dtype ", the numbers of a key. Built with
+// std::to_string, not a stream: a stream swallows std::bad_alloc and returns a truncated string,
+// which store() would write to the file as a broken line.
+std::string key_fields(const TuneKey& key) {
+  std::string s;
+  for (const int64_t v : {int64_t(key.cc), key.m, key.n, key.k, key.batch, int64_t(key.ab_dtype),
+                          int64_t(key.a_k_major ? 1 : 0), int64_t(key.b_k_major ? 1 : 0), int64_t(key.d_dtype)})
+    s += std::to_string(v) + ' ';
+  return s;
+}
+
 }  // namespace
 
 std::string normalize_device_name(const std::string& name) {
@@ -67,11 +77,7 @@ std::string normalize_device_name(const std::string& name) {
 }
 
 std::string format_tune_line(const TuneKey& key, const std::string& config) {
-  std::ostringstream os;
-  os << kVersion << ' ' << key.cc << ' ' << key.m << ' ' << key.n << ' ' << key.k << ' ' << key.batch << ' '
-     << key.ab_dtype << ' ' << (key.a_k_major ? 1 : 0) << ' ' << (key.b_k_major ? 1 : 0) << ' ' << key.d_dtype << ' '
-     << config << ' ' << normalize_device_name(key.device);
-  return os.str();
+  return std::string(kVersion) + ' ' + key_fields(key) + config + ' ' + normalize_device_name(key.device);
 }
 
 bool parse_tune_line(const std::string& line, TuneKey* key, std::string* config) {
@@ -100,13 +106,7 @@ bool parse_tune_line(const std::string& line, TuneKey* key, std::string* config)
   return true;
 }
 
-std::string tune_key_string(const TuneKey& key) {
-  std::ostringstream os;
-  os << key.cc << ' ' << key.m << ' ' << key.n << ' ' << key.k << ' ' << key.batch << ' ' << key.ab_dtype << ' '
-     << (key.a_k_major ? 1 : 0) << ' ' << (key.b_k_major ? 1 : 0) << ' ' << key.d_dtype << ' '
-     << normalize_device_name(key.device);
-  return os.str();
-}
+std::string tune_key_string(const TuneKey& key) { return key_fields(key) + normalize_device_name(key.device); }
 
 std::string tune_cache_path_from(const char* tune_env, const char* xdg_cache_home, const char* home) {
   if (tune_env) return tune_env;  // "" = disabled
