@@ -1,15 +1,16 @@
 // The tuning cache file (see tune_cache.hpp): format, parse, path, load once, append.
 #include "gemm/tune_cache.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <charconv>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <system_error>
-#include <vector>
 
 namespace tessera::gemm_impl {
 namespace {
@@ -121,30 +122,97 @@ std::string tune_cache_path() {
                               std::getenv("HOME"));
 }
 
-void TuneCache::ensure_loaded() {
-  std::call_once(loaded_, [this] {
-    if (path_.empty()) return;
-    std::ifstream in(path_);
-    if (!in) return;  // no file yet: an empty cache
-    std::map<std::string, std::string> entries;
-    std::string line, config;
-    TuneKey key;
-    while (std::getline(in, line))
-      if (parse_tune_line(line, &key, &config)) entries[tune_key_string(key)] = config;  // later lines win
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [k, v] : entries) entries_[k] = v;
-    has_entries_.store(!entries_.empty(), std::memory_order_release);
-  });
+namespace {
+
+// "a directory", "a FIFO", ... for the error that refuses a file that is not a regular one.
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
 }
 
-std::optional<std::string> TuneCache::lookup(const TuneKey& key) {
+// Closes `fd` on every path out of the loader and the writer.
+struct FdCloser {
+  int fd;
+  ~FdCloser() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// The file's text if it is a regular file of at most kTuneCacheMaxBytes, else nullopt. Checked
+// with stat before the open (opening a device can have effects of its own), opened without
+// blocking (a FIFO put there since would block a plain open until a writer comes), checked again
+// with fstat on what was opened, and read until EOF with the cap rechecked, since the size can
+// grow meanwhile or read as 0 (files of /proc).
+std::optional<std::string> read_cache_file(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  int fd;
+  do fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0) return std::nullopt;  // missing, no permission, a component not a directory, ...
+  FdCloser closer{fd};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > off_t(kTuneCacheMaxBytes)) return std::nullopt;
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t got = ::read(fd, buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return std::nullopt;
+    if (got == 0) return text;
+    if (text.size() + size_t(got) > kTuneCacheMaxBytes) return std::nullopt;
+    text.append(buf, size_t(got));
+  }
+}
+
+}  // namespace
+
+void TuneCache::ensure_loaded() noexcept {
+  try {
+    std::call_once(loaded_, [this] { load(); });
+  } catch (...) {  // std::system_error from call_once itself: stay empty
+  }
+}
+
+// Whatever fails here (no host memory for the text or the entries) leaves an empty cache: the
+// heuristic then chooses, as without a file.
+void TuneCache::load() noexcept {
+  if (path_.empty()) return;
+  try {
+    const std::optional<std::string> text = read_cache_file(path_);
+    if (!text) return;
+    std::map<std::string, std::string> entries;
+    std::string config;
+    TuneKey key;
+    for (size_t begin = 0; begin < text->size();) {
+      size_t end = text->find('\n', begin);
+      if (end == std::string::npos) end = text->size();
+      if (parse_tune_line(text->substr(begin, end - begin), &key, &config))
+        entries[tune_key_string(key)] = config;  // later lines win
+      begin = end + 1;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_.swap(entries);  // empty until now: store() loads before it adds an entry
+    has_entries_.store(!entries_.empty(), std::memory_order_release);
+  } catch (...) {
+  }
+}
+
+std::optional<std::string> TuneCache::lookup(const TuneKey& key) noexcept {
   ensure_loaded();
   if (!has_entries_.load(std::memory_order_acquire)) return std::nullopt;
-  const std::string k = tune_key_string(key);
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = entries_.find(k);
-  if (it == entries_.end()) return std::nullopt;
-  return it->second;
+  try {
+    const std::string k = tune_key_string(key);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(k);
+    if (it == entries_.end()) return std::nullopt;
+    return it->second;
+  } catch (...) {  // no host memory for the key or the copy: a miss, so the heuristic chooses
+    return std::nullopt;
+  }
 }
 
 size_t TuneCache::size() {
@@ -153,10 +221,33 @@ size_t TuneCache::size() {
   return entries_.size();
 }
 
-bool TuneCache::store(const TuneKey& key, const std::string& config, std::string* error) {
+bool TuneCache::store(const TuneKey& key, const std::string& config, std::string* error) noexcept {
+  auto report = [&](const char* why) noexcept {
+    if (!error) return;
+    try {
+      *error = path_ + ": " + why;
+    } catch (...) {  // no memory even for the message
+      error->clear();
+    }
+  };
+  try {
+    return store_line(key, config, error);
+  } catch (const std::exception& e) {  // std::bad_alloc, std::filesystem_error, ...
+    report(e.what());
+  } catch (...) {
+    report("unknown C++ exception");
+  }
+  return false;
+}
+
+bool TuneCache::store_line(const TuneKey& key, const std::string& config, std::string* error) {
   auto fail = [&](const std::string& why) {
     if (error) *error = why;
     return false;
+  };
+  auto fail_errno = [&](const char* doing) {
+    const int err = errno;  // before the message's allocations
+    return fail(std::string(doing) + " " + path_ + ": " + std::strerror(err));
   };
   if (path_.empty()) return fail("the tuning cache is disabled (TESSERA_TUNE_CACHE is set to an empty value)");
   if (config.empty()) return fail("empty configuration name");
@@ -164,29 +255,53 @@ bool TuneCache::store(const TuneKey& key, const std::string& config, std::string
     if (is_blank(c) || static_cast<unsigned char>(c) < 0x20)
       return fail("configuration name with blanks: '" + config + "'");
   ensure_loaded();  // so that this entry, the newest, is not overwritten by an older line later
+  const std::string rule = "; the tuning cache must be a regular file of at most " +
+                           std::to_string(kTuneCacheMaxBytes >> 20) + " MiB";
 
+  // Refuse what load would ignore, before creating anything: another kind of file (a FIFO would
+  // block the open below), or a path that cannot be a file at all.
+  struct stat st;
+  if (::stat(path_.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode)) return fail(path_ + " is " + file_kind(st.st_mode) + rule);
+  } else if (errno != ENOENT) {
+    return fail_errno("checking");
+  }
   const std::filesystem::path path(path_);
   std::error_code ec;
   if (path.has_parent_path()) {
     std::filesystem::create_directories(path.parent_path(), ec);
-    if (ec) return fail("creating " + path.parent_path().string() + ": " + ec.message());
+    if (ec) return fail("creating " + path.parent_path().string() + " for " + path_ + ": " + ec.message());
   }
+
   std::lock_guard<std::mutex> lock(mu_);
-  const bool is_new = !std::filesystem::exists(path, ec);
+  int fd;  // read and write: the last byte is read below
+  do fd = ::open(path_.c_str(), O_RDWR | O_APPEND | O_CREAT | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0666);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0) return fail_errno("opening");
+  FdCloser closer{fd};
+  // Again on what was opened: the path may have been replaced since the stat.
+  if (::fstat(fd, &st) != 0) return fail_errno("checking");
+  if (!S_ISREG(st.st_mode)) return fail(path_ + " is " + file_kind(st.st_mode) + rule);
   std::string text;
-  if (is_new)
+  if (st.st_size == 0)
     text = "# tessera GEMM tuning cache, written by `tessera tune`; later lines win. Fields:\n"
            "# v1 cc m n k batch ab_dtype a_k_major b_k_major d_dtype config device_name\n";
+  else if (char last = 0; ::pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n')
+    text = "\n";  // the file's last line is unterminated: do not glue this entry onto it
   text += format_tune_line(key, config) + "\n";
+  if (st.st_size + off_t(text.size()) > off_t(kTuneCacheMaxBytes))  // load would ignore the whole file
+    return fail(path_ + " would grow past " + std::to_string(kTuneCacheMaxBytes >> 20) +
+                " MiB, the most the tuning cache reads; delete or shorten it");
   // One write in append mode: concurrent writers (other processes) do not interleave a line.
-  std::FILE* f = std::fopen(path_.c_str(), "a");
-  if (!f) return fail("opening " + path_ + ": " + std::strerror(errno));
-  const size_t written = std::fwrite(text.data(), 1, text.size(), f);
-  const bool flushed = std::fflush(f) == 0;
-  const int saved_errno = errno;
-  const bool closed = std::fclose(f) == 0;
-  if (written != text.size() || !flushed || !closed)
-    return fail("writing " + path_ + ": " + std::strerror(saved_errno ? saved_errno : errno));
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) errno = EIO;
+    if (n <= 0) return fail_errno("writing");
+    done += size_t(n);
+  }
+  closer.fd = -1;
+  if (::close(fd) != 0) return fail_errno("writing");
   entries_[tune_key_string(key)] = config;
   has_entries_.store(true, std::memory_order_release);
   return true;

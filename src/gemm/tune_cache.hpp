@@ -10,8 +10,24 @@
 // layout spelling of one problem shares an entry. The device name runs to the end of the line.
 // Lines starting with '#' are comments. The first part of this header is plain C++ (no CUDA), so
 // the CPU tests cover it with temporary files.
+//
+// The file comes from the user's environment (TESSERA_TUNE_CACHE), so whatever it names must not
+// hang, crash or throw in the process that calls gemm():
+//   - only a regular file (after symlinks) of at most kTuneCacheMaxBytes (16 MiB) is read; it is
+//     checked before the open, opened without blocking and checked again on the descriptor, so a
+//     FIFO, a directory, a device, a larger file, or a path that cannot be opened (missing, no
+//     permission, a component that is not a directory, too long) is an empty cache, silently, as
+//     a missing file is;
+//   - its content is parsed line by line, any bytes: binary data, NULs, long lines, numbers out
+//     of range make malformed lines, which are skipped;
+//   - store() appends only to such a regular file (creating it and its directories if missing),
+//     and only while the file stays within the cap; otherwise it returns false with an error that
+//     names the path and the rule or errno;
+//   - no member throws (but size(), for tests): running out of host memory while loading is an
+//     empty cache, during a lookup a miss, during a store a failed store.
 #pragma once
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -53,6 +69,9 @@ std::string tune_cache_path_from(const char* tune_env, const char* xdg_cache_hom
 // The same from the process environment.
 std::string tune_cache_path();
 
+// The largest cache file that is read (a real one holds a line per tuned problem: ~100 bytes each).
+constexpr size_t kTuneCacheMaxBytes = size_t(16) << 20;
+
 // A cache file and its entries. The file is read at the first lookup or store (once; a missing
 // file is an empty cache); store appends a line and updates the entries. Thread-safe.
 class TuneCache {
@@ -60,17 +79,19 @@ class TuneCache {
   explicit TuneCache(std::string path) : path_(std::move(path)) {}
   const std::string& path() const { return path_; }  // "" = disabled: lookups miss, stores fail
 
-  std::optional<std::string> lookup(const TuneKey& key);
+  std::optional<std::string> lookup(const TuneKey& key) noexcept;
   // Appends the entry (creating the file and its directories); false with `error` set on failure.
-  bool store(const TuneKey& key, const std::string& config, std::string* error);
+  bool store(const TuneKey& key, const std::string& config, std::string* error) noexcept;
   size_t size();  // entries (distinct keys) after loading
-  bool empty() {  // after loading; cheap (no lock) once loaded
+  bool empty() noexcept {  // after loading; cheap (no lock) once loaded
     ensure_loaded();
     return !has_entries_.load(std::memory_order_acquire);
   }
 
  private:
-  void ensure_loaded();
+  void ensure_loaded() noexcept;
+  void load() noexcept;
+  bool store_line(const TuneKey& key, const std::string& config, std::string* error);
 
   std::string path_;
   std::once_flag loaded_;
