@@ -8,6 +8,7 @@
 #include "core/status.hpp"
 #include "gemm/configs.hpp"
 #include "gemm/plan.hpp"
+#include "gemm/launch_plan.hpp"
 #include "gemm/tune_cache.hpp"
 #include "tessera/tessera.hpp"
 
@@ -69,6 +70,7 @@ Status gemm_tune_store(const GemmArgs& args, const std::string& config, std::str
     std::string error;
     if (!cache.store(gemm_impl::make_tune_key(plan, dev), config, &error))
       return detail::fail(TESSERA_STATUS_INTERNAL_ERROR, "tuning cache: " + error);
+    gemm_impl::invalidate_plans();  // memoized plans chose without this entry
     if (path) *path = cache.path();
     return Status::success();
   };

@@ -1,6 +1,8 @@
 // The tuning cache file (see tune_cache.hpp): format, parse, path, load once, append.
 #include "gemm/tune_cache.hpp"
 
+#include "core/environment.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -308,7 +310,18 @@ bool TuneCache::store_line(const TuneKey& key, const std::string& config, std::s
 }
 
 TuneCache& global_tune_cache() {
-  static TuneCache* cache = new TuneCache(tune_cache_path());  // never destroyed: usable during exit
+  // One cache per environment snapshot (core/environment.hpp): reread_environment() may point
+  // TESSERA_TUNE_CACHE elsewhere. Caches are never destroyed (a caller may hold one; usable at exit).
+  static std::mutex mu;
+  static TuneCache* cache = nullptr;
+  static unsigned generation = 0;
+  const detail::Environment& env = detail::environment();
+  std::lock_guard<std::mutex> lock(mu);
+  if (!cache || generation != env.generation) {
+    cache = new TuneCache(tune_cache_path_from(env.tune_cache_set ? env.tune_cache.c_str() : nullptr,
+                                               env.xdg_cache_home.c_str(), env.home.c_str()));
+    generation = env.generation;
+  }
   return *cache;
 }
 
