@@ -4,8 +4,9 @@
 // workspace, so a CTA starts streaming at once (a decode step is dozens of such launches).
 //
 // A CTA owns 8 rows of W over the whole of K (N = 2048 weights: 256 CTAs, two per SM); its warps
-// split K into contiguous ranges, each issuing all loads of kUnroll chunks before its first MMA,
-// and their partial sums meet in shared memory, added in warp order (deterministic). Each
+// split K into contiguous ranges, ask L2 for all of their share at entry (prefetch), keep a step of
+// loads in flight, and their partial sums meet in shared memory, added in warp order
+// (deterministic). Each
 // 32-element chunk of K feeds two m16n8k16 MMAs per m16 tile, with K permuted so that every
 // fragment is one 16-byte load: thread t (lane % 4) of row g (lane / 4) loads elements 8t..8t+7 of
 // the chunk and the MMAs read them as logical k (2t, 2t+1) <- (8t, 8t+1), (2t+8, 2t+9) <- (8t+2,
