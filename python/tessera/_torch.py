@@ -88,8 +88,10 @@ _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 def _eager(a: Tensor, b: Tensor) -> bool:
     """True where the custom op would only run its implementation: real tensors, no tracing, no
     dispatch mode (FakeTensorMode, make_fx, FlopCounterMode...) and nothing for autograd to record."""
-    return (type(a) is Tensor and type(b) is Tensor and _raw_stream is not None and _dispatch_modes is not None
-            and _dispatch_modes() == 0 and not _is_compiling()
+    # is_compiling() first: Dynamo folds it to True, so it never traces the torch._C calls after it
+    # (which it cannot, and fullgraph=True would fail).
+    return (not _is_compiling() and type(a) is Tensor and type(b) is Tensor and _raw_stream is not None
+            and _dispatch_modes is not None and _dispatch_modes() == 0
             and not ((a.requires_grad or b.requires_grad) and torch.is_grad_enabled()))
 
 
@@ -280,11 +282,9 @@ def matmul(a: Tensor, b: Tensor, *, c: Optional[Tensor] = None, alpha: float = 1
         raise ValueError(f"activation: must be None or one of {names} (got {activation!r})")
     if _eager(a, b) and (out is None or out_dtype is None or out.dtype == out_dtype):
         if out is None:
-            if a.dim() == 2 and b.dim() == 2:
-                shape = (a.shape[0], b.shape[1])
-            else:
-                shape = _matmul_shape(a, b)
-            d = torch.empty(shape, dtype=out_dtype if out_dtype is not None else a.dtype, device=a.device)
+            shape = (a.shape[0], b.shape[1]) if a.dim() == 2 and b.dim() == 2 else _matmul_shape(a, b)
+            # new_empty: a's device and dtype without parsing them again (torch.empty's keywords cost more)
+            d = a.new_empty(shape) if out_dtype is None else a.new_empty(shape, dtype=out_dtype)
         else:
             d = out
         if _matmul_eager(a, b, c, float(alpha), float(beta), bias, act, d, int(max_sms)):
