@@ -1,17 +1,27 @@
 // The GEMM tuning cache (gemm/tune_cache.hpp, gemm/tune.cpp): line format and parse, the file's
-// path from the environment, load/append through temporary files, and which cached
-// configurations gemm() may use (tuned_config). No GPU needed.
+// path from the environment, load/append through temporary files, whatever else the path may name
+// (a FIFO, a directory, a device, a file over the size cap, garbage, an unopenable path), and
+// which cached configurations gemm() may use (tuned_config). No GPU needed.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <memory>
 #include <optional>
+#include <random>
 #include <string>
+#include <thread>
+#include <type_traits>
 
 #include "core/device.hpp"
 #include "gemm/configs.hpp"
@@ -325,6 +335,180 @@ TEST(TuneCacheFile, StoreFailures) {
   error.clear();
   EXPECT_FALSE(blocked.store(sample_key(), "cfg", &error));
   EXPECT_FALSE(error.empty());
+}
+
+// ---- whatever TESSERA_TUNE_CACHE names: no hang, no crash, no throw -----------------------------
+
+// `fn()` run on a detached thread, or nullopt if it has not returned within 5 s: a regression that
+// blocks (opening a FIFO waits for its other end) fails the test instead of hanging the run. `fn`
+// must own what it uses, since a blocked thread outlives the test.
+template <class F>
+std::optional<std::invoke_result_t<F>> within_5s(F fn) {
+  using R = std::invoke_result_t<F>;
+  auto done = std::make_shared<std::promise<R>>();
+  std::future<R> result = done->get_future();  // from a promise: its destructor does not wait
+  std::thread([done, fn = std::move(fn)]() mutable { done->set_value(fn()); }).detach();
+  if (result.wait_for(std::chrono::seconds(5)) != std::future_status::ready) return std::nullopt;
+  return result.get();
+}
+
+struct LoadThenStore {
+  bool empty = false;
+  size_t size = 0;
+  bool found = false;
+  bool stored = false;
+  std::string error;
+};
+
+// A fresh cache on `path`: what it loaded, then a store of sample_key() -> "cfg" (on a watched thread).
+std::optional<LoadThenStore> load_then_store(const std::string& path) {
+  return within_5s([path] {
+    TuneCache cache(path);
+    LoadThenStore r;
+    r.empty = cache.empty();
+    r.size = cache.size();
+    r.found = cache.lookup(sample_key()).has_value();
+    r.stored = cache.store(sample_key(), "cfg", &r.error);
+    return r;
+  });
+}
+
+// Loads as an empty cache, and refuses the store with an error that names the path and contains `why`.
+void expect_ignored_and_refused(const std::string& path, const std::string& why) {
+  const std::optional<LoadThenStore> r = load_then_store(path);
+  ASSERT_TRUE(r.has_value()) << "load or store on " << path << " did not return within 5 s";
+  EXPECT_TRUE(r->empty) << path;
+  EXPECT_EQ(r->size, 0u) << path;
+  EXPECT_FALSE(r->found) << path;
+  EXPECT_FALSE(r->stored) << path;
+  EXPECT_NE(r->error.find(path), std::string::npos) << r->error;
+  EXPECT_NE(r->error.find(why), std::string::npos) << r->error;
+}
+
+TEST(TuneCacheOddFile, FifoNeitherBlocksNorLoads) {
+  TempDir dir;
+  const std::string fifo = (dir.path() / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  expect_ignored_and_refused(fifo, "is a FIFO");
+
+  // With a writer at the other end holding data, loading must still not read from it.
+  const int writer = ::open(fifo.c_str(), O_RDWR | O_NONBLOCK);  // O_RDWR: opens without a reader
+  ASSERT_GE(writer, 0) << std::strerror(errno);
+  const std::string line = ti::format_tune_line(sample_key(), "from_fifo") + "\n";
+  ASSERT_EQ(::write(writer, line.data(), line.size()), ssize_t(line.size()));
+  expect_ignored_and_refused(fifo, "is a FIFO");
+  ::close(writer);
+}
+
+TEST(TuneCacheOddFile, DirectoryIsIgnoredAndRefused) {
+  TempDir dir;
+  expect_ignored_and_refused(dir.path().string(), "is a directory");
+  // Also where the directory has the file's name inside the cache directory.
+  fs::create_directories(dir.path() / "gemm_tune.txt");
+  expect_ignored_and_refused((dir.path() / "gemm_tune.txt").string(), "is a directory");
+}
+
+TEST(TuneCacheOddFile, CharacterDeviceIsNeitherReadNorWritten) {
+  // /dev/zero never ends: read line by line it would take memory without bound.
+  for (const char* dev : {"/dev/zero", "/dev/null"}) {
+    if (!fs::exists(dev)) continue;
+    expect_ignored_and_refused(dev, "is a character device");
+  }
+}
+
+// A file of up to the cap loads, and takes a store that keeps it within the cap; one byte more and
+// none of it is read. Sparse files: no disk.
+TEST(TuneCacheOddFile, SizeCap) {
+  TempDir dir;
+  const std::string line = ti::format_tune_line(sample_key(), "capped") + "\n";
+  const off_t cap = off_t(ti::kTuneCacheMaxBytes);
+  for (const off_t size : {cap - 1000, cap, cap + 1}) {
+    const fs::path file = dir.path() / ("cache_" + std::to_string(size) + ".txt");
+    write_file(file, line);  // then one line of NULs up to `size`, which parses as malformed
+    ASSERT_EQ(::truncate(file.c_str(), size), 0) << std::strerror(errno);
+    ASSERT_EQ(fs::file_size(file), uintmax_t(size));
+    if (size > cap) {
+      expect_ignored_and_refused(file.string(), "MiB");
+      continue;
+    }
+    TuneCache cache(file.string());
+    EXPECT_EQ(cache.size(), 1u);
+    EXPECT_EQ(cache.lookup(sample_key()).value_or(""), "capped");
+    TuneKey other = sample_key();
+    other.m = 1;
+    std::string error;
+    const bool stored = cache.store(other, "more", &error);
+    if (size == cap) {  // the line would take the file past the cap, where it would not load
+      EXPECT_FALSE(stored);
+      EXPECT_NE(error.find(file.string()), std::string::npos) << error;
+      EXPECT_NE(error.find("16 MiB"), std::string::npos) << error;
+      EXPECT_EQ(fs::file_size(file), uintmax_t(size));
+    } else {
+      EXPECT_TRUE(stored) << error;
+      EXPECT_EQ(TuneCache(file.string()).lookup(other).value_or(""), "more");
+    }
+  }
+}
+
+TEST(TuneCacheOddFile, BinaryGarbageIsSkippedAndAStoreStillLands) {
+  TempDir dir;
+  const fs::path file = dir.path() / "garbage.txt";
+  std::mt19937 rng(24);
+  std::string bytes(1 << 16, '\0');
+  for (char& c : bytes) c = char(rng() & 0xff);
+  bytes.back() = 'x';  // an unterminated last line: the stored entry must not be glued onto it
+  write_file(file, bytes);
+  const std::optional<LoadThenStore> r = load_then_store(file.string());
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->size, 0u);
+  EXPECT_TRUE(r->stored) << r->error;
+  TuneCache reread(file.string());
+  EXPECT_EQ(reread.size(), 1u);
+  EXPECT_EQ(reread.lookup(sample_key()).value_or(""), "cfg");
+}
+
+// Lines that a looser parser (strtol, atoi, C strings) would read as sample_key() come after the
+// good one: any of them accepted would replace "good".
+TEST(TuneCacheOddFile, HostileLinesAreSkippedOneByOne) {
+  TempDir dir;
+  const fs::path file = dir.path() / "hostile.txt";
+  const std::string dev = sample_key().device;
+  const char with_nul[] = "v1 90 4096\0 2048 1024 3 1 1 0 2 bad NVIDIA H100 80GB HBM3\n";
+  std::string text;
+  text += "v1 90 4096 2048 1024 3 1 1 0 2 " + std::string(1 << 20, 'c') + " " + dev + "\n";  // 1 MiB name
+  text += std::string(1 << 20, '\n');
+  text += std::string(1 << 20, ' ') + "\n";
+  text += ti::format_tune_line(sample_key(), "good") + "\n";
+  text += "v1 90 18446744073709555712 2048 1024 3 1 1 0 2 bad " + dev + "\n";  // 2^64 + 4096
+  text += "v1 4294967386 4096 2048 1024 3 1 1 0 2 bad " + dev + "\n";          // 2^32 + 90
+  text += "v1 90 " + std::string(100000, '9') + " 2048 1024 3 1 1 0 2 bad " + dev + "\n";
+  text += "v1 90 -9223372036854775808 2048 1024 3 1 1 0 2 bad " + dev + "\n";
+  text += "v1 90 4096 2048 1024 3 1 1 0 2.0 bad " + dev + "\n";
+  text += std::string(with_nul, sizeof with_nul - 1);  // "4096\0": not a number
+  text += std::string("\xff\xfe\0v1", 5) + "\n";
+  write_file(file, text);
+  TuneCache cache(file.string());
+  EXPECT_EQ(cache.size(), 1u);
+  EXPECT_EQ(cache.lookup(sample_key()).value_or(""), "good");
+}
+
+TEST(TuneCacheOddFile, UnopenablePaths) {
+  TempDir dir;
+  write_file(dir.path() / "plain", "x");
+  // A component that is a regular file (ENOTDIR), and a name longer than NAME_MAX (ENAMETOOLONG).
+  expect_ignored_and_refused((dir.path() / "plain" / "gemm_tune.txt").string(), std::strerror(ENOTDIR));
+  expect_ignored_and_refused((dir.path() / "plain" / "sub" / "gemm_tune.txt").string(), std::strerror(ENOTDIR));
+  expect_ignored_and_refused((dir.path() / std::string(300, 'n')).string(), std::strerror(ENAMETOOLONG));
+  if (fs::is_regular_file("/etc/passwd")) expect_ignored_and_refused("/etc/passwd/x", std::strerror(ENOTDIR));
+}
+
+TEST(TuneCacheOddFile, UnreadableFile) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root reads and writes files whatever their mode";
+  TempDir dir;
+  const fs::path file = dir.path() / "locked.txt";
+  write_file(file, ti::format_tune_line(sample_key(), "locked") + "\n");
+  ASSERT_EQ(::chmod(file.c_str(), 0), 0);
+  expect_ignored_and_refused(file.string(), std::strerror(EACCES));
 }
 
 // ---- tuned_config: what gemm() may take from the cache ------------------------------------------
