@@ -241,17 +241,20 @@ Sweep sweep_allocation_failures(const std::string& what, Call call) {
 }
 
 // Sets an environment variable for one scope.
+// (The library reads the environment once: re-read it after each change.)
 class EnvVar {
  public:
   EnvVar(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old;
     ::setenv(name, value, 1);
+    tessera_reread_environment();
   }
   ~EnvVar() {
     if (old_)
       ::setenv(name_, old_->c_str(), 1);
     else
       ::unsetenv(name_);
+    tessera_reread_environment();
   }
 
  private:
