@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # GPU truth in one call (run on the lent H100/H200 with the build carried, or it builds):
-#   scripts/gpu_check.sh [all|tests|bench|gemm|attention|sanitize] [extra args for bench/gemm_suite.py]
-#   (bench = the GEMM and attention benchmarks; gemm / attention = one of them)
+#   scripts/gpu_check.sh [all|tests|bench|gemm|attention|sanitize|host|python|pytest|ptx] [extra args for bench/gemm_suite.py]
+#   (bench = the GEMM and attention benchmarks; gemm / attention = one of them; host = the host-cost
+#   microbenchmark; python = the Python package's benchmarks against torch; pytest = its tests; ptx = the
+#   sm80 families run from their PTX, CUDA_FORCE_PTX_JIT=1, as on a GPU newer than their SASS)
 # Writes under $OUT (default ./gpu_out): gpu.txt, tests.log, sanitize.log, bench.log and the
 # benchmark's JSON + Markdown. Never changes clocks, power or MIG settings.
 # A machine with no network and no GoogleTest (the lent device): carry the CuTe headers
@@ -31,8 +33,16 @@ cat "$out/gpu.txt"
 
 if [ ! -x "$build/tests/tessera_gpu_tests" ] || [ ! -x "$build/tools/tessera" ]; then
   echo "== building (no carried build found)"
-  JOBS=$(nproc) BUILD_DIR=$build scripts/setup_deps.sh && cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
-    ninja -C "$build" >"$out/build.log" 2>&1 || { echo "build failed"; tail -50 "$out/build.log"; exit 1; }
+  JOBS=$(nproc) BUILD_DIR=$build scripts/setup_deps.sh >/dev/null && cmake -S . -B "$build" -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release >/dev/null && ninja -C "$build" >"$out/build.log" 2>&1 ||
+    { echo "build failed"; grep -B2 -A12 -m3 "error" "$out/build.log"; tail -30 "$out/build.log"; exit 1; }
+  # NANOBIND_DIR=<nanobind package folder>: also the Python module (tessera._C) for python3, into
+  # $build/python/tessera (a failure here leaves the library build as it is).
+  if [ -n "${NANOBIND_DIR:-}" ]; then
+    cmake -S . -B "$build" -DTESSERA_BUILD_PYTHON=ON "-DPython_EXECUTABLE=$(command -v python3)" \
+      "-Dnanobind_DIR=$NANOBIND_DIR/cmake" >>"$out/build.log" 2>&1 && ninja -C "$build" _C >>"$out/build.log" 2>&1 ||
+      { echo "Python module build failed"; tail -30 "$out/build.log"; }
+  fi
 fi
 
 if [ "$mode" = all ] || [ "$mode" = tests ]; then
@@ -171,6 +181,40 @@ if [ "$mode" = all ] || [ "$mode" = bench ] || [ "$mode" = attention ]; then
     TESSERA_ATTN_CONFIG=${v%%:*} PYTHONUNBUFFERED=1 python3 bench/attention_bench.py --lib "$build/libtessera.so" \
       --out "$out/results" --head-dims "${v##*:}" --tag "${v%%:*}" ${ATTN_ARGS:-} 2>&1 | tee -a "$out/attention.log"
   done
+fi
+
+if [ "$mode" = host ]; then
+  echo "== host cost per call (bench/microbench/host_overhead.cu)"
+  nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a bench/microbench/host_overhead.cu -Iinclude \
+    -L"$build" -ltessera -lcublasLt -o "$build/host_overhead" && "$build/host_overhead" 128 4096 4096 | tee "$out/host.txt" &&
+    "$build/host_overhead" 64 64 64 | tee -a "$out/host.txt" || status=1
+fi
+
+if [ "$mode" = pytest ]; then
+  echo "== Python tests (tests/python)"
+  PYTHONPATH="$PWD/$build/python:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 python3 -m pytest tests/python \
+    -p no:cacheprovider -q -rs 2>&1 | tail -25 | tee "$out/pytest.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+fi
+
+if [ "$mode" = python ]; then
+  export PYTHONPATH="$PWD/$build/python:${PYTHONPATH:-}"
+  echo "== host cost per Python call (bench/host_cost.py)"
+  PYTHONUNBUFFERED=1 python3 bench/host_cost.py --json "$out/host_cost.json" 2>&1 | tee "$out/host_cost.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  echo "== decode-step GEMMs replayed from CUDA graphs (bench/decode_gemm.py)"
+  PYTHONUNBUFFERED=1 python3 bench/decode_gemm.py --json "$out/decode_gemm.json" ${DECODE_ARGS:-} 2>&1 | tee "$out/decode_gemm.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+fi
+
+if [ "$mode" = ptx ]; then
+  # The sm80 kernels and the CUDA-core fallback from their compute_80 PTX: the driver JIT-compiles
+  # them, as it would on a cc 10.x / 12.x GPU (the sm_90a kernels have no PTX: the filters keep to
+  # the sm80 families).
+  echo "== sm80 families from PTX (CUDA_FORCE_PTX_JIT=1)"
+  CUDA_FORCE_PTX_JIT=1 TESSERA_ATTN_ARCH=80 timeout 500 "$build/tests/tessera_ptx_check" >"$out/ptx.log" 2>&1 ||
+    status=1
+  grep -c "^ok" "$out/ptx.log"; grep -E "FAIL|failure" "$out/ptx.log"
 fi
 
 # The lease returns at most 8 files: pack the benchmark outputs (JSON, Markdown, PNG) into one.
