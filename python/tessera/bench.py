@@ -64,6 +64,19 @@ def attention_shapes(quick):
     return [(16384 // s, s, 2048 // d, d, causal) for d in dims for s in seqlens for causal in (False, True)]
 
 
+def cuda_torch(prog):
+    """torch, when it is installed and sees a CUDA device; else None, with the reason on stderr."""
+    try:
+        import torch
+    except ImportError:
+        print(f"{prog}: needs torch with CUDA", file=sys.stderr)
+        return None
+    if not torch.cuda.is_available():
+        print(f"{prog}: no GPU: torch sees no CUDA device", file=sys.stderr)
+        return None
+    return torch
+
+
 def time_ms(torch, fn, sets, iters, warmup):
     """Median milliseconds of fn(inputs) over `iters` calls, cycling through the input sets."""
     for i in range(warmup):
@@ -354,13 +367,8 @@ def main(argv=None):
     if args.suite == "llama":
         print("tessera.bench: 'llama' must come first: python -m tessera.bench llama [options]", file=sys.stderr)
         return 2
-    try:
-        import torch
-    except ImportError:
-        print("tessera.bench: needs torch with CUDA", file=sys.stderr)
-        return EXIT_NO_GPU
-    if not torch.cuda.is_available():
-        print("tessera.bench: no GPU: torch sees no CUDA device", file=sys.stderr)
+    torch = cuda_torch("tessera.bench")
+    if torch is None:
         return EXIT_NO_GPU
     import tessera
 

@@ -27,7 +27,7 @@ import sys
 import types
 from pathlib import Path
 
-from .bench import EXIT_NO_GPU, capture_graph, plot, time_ms
+from .bench import EXIT_NO_GPU, capture_graph, cuda_torch, plot, time_ms
 
 EXIT_CHECK_FAILED = 1
 TESSERA_HEAD_DIMS = (64, 96, 128, 256)  # head dims the library compiles
@@ -305,13 +305,8 @@ def table(rows):
 
 def main(argv=None):
     args = parse_args(argv)
-    try:
-        import torch
-    except ImportError:
-        print("tessera.bench llama: needs torch with CUDA", file=sys.stderr)
-        return EXIT_NO_GPU
-    if not torch.cuda.is_available():
-        print("tessera.bench llama: no GPU: torch sees no CUDA device", file=sys.stderr)
+    torch = cuda_torch("tessera.bench llama")
+    if torch is None:
         return EXIT_NO_GPU
     try:
         import transformers
