@@ -44,16 +44,6 @@ Status device_for_gemm(detail::DeviceInfo* dev) {
   return Status::success();
 }
 
-// The environment's GEMM overrides as this call sees them: a malformed variable, or a
-// TESSERA_GEMM_CONFIG this build does not know (args.config, checked by validate, wins over it).
-Status environment_error(const GemmArgs& args) {
-  const detail::Environment& env = detail::environment();
-  if (!env.gemm_error.ok()) return env.gemm_error;
-  if (args.config.empty() && !env.gemm_config.empty() && !gemm_impl::find_config_choice(env.gemm_config).config)
-    return invalid("TESSERA_GEMM_CONFIG: " + gemm_impl::spelling_error(env.gemm_config));
-  return Status::success();
-}
-
 bool is_empty(const GemmArgs& args) {
   const int64_t m = args.op_a == Op::N ? args.a.rows : args.a.cols;
   const int64_t n = args.op_b == Op::N ? args.b.cols : args.b.rows;
@@ -81,7 +71,7 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
   if (workspace && reinterpret_cast<uintptr_t>(workspace) % kWorkspaceAlign != 0)
     return invalid("workspace: must be 256-byte aligned (cudaMalloc memory is)");
   // Argument errors (a bad override included) come before the device, with or without a GPU.
-  if (Status s = environment_error(args); !s.ok()) return s;
+  if (Status s = gemm_impl::overrides_error(args); !s.ok()) return s;
   if (is_empty(args)) return Status::success();
   detail::DeviceInfo dev;
   if (Status s = device_for_gemm(&dev); !s.ok()) return s;
@@ -143,7 +133,7 @@ Status gemm_workspace_size(const GemmArgs& args, size_t* bytes) {
   auto impl = [&]() -> Status {
     if (!bytes) return invalid("bytes: null pointer");
     if (Status s = gemm_impl::validate(args); !s.ok()) return s;
-    if (Status s = environment_error(args); !s.ok()) return s;
+    if (Status s = gemm_impl::overrides_error(args); !s.ok()) return s;
     *bytes = 0;
     if (is_empty(args)) return Status::success();
     // With a device: exactly what its plan uses; without one, a bound that covers any device.
@@ -167,7 +157,7 @@ Status gemm_select_config(const GemmArgs& args, std::string* name) {
   auto impl = [&]() -> Status {
     if (!name) return invalid("name: null pointer");
     if (Status s = gemm_impl::validate(args); !s.ok()) return s;
-    if (Status s = environment_error(args); !s.ok()) return s;
+    if (Status s = gemm_impl::overrides_error(args); !s.ok()) return s;
     detail::DeviceInfo dev;
     if (Status s = device_for_gemm(&dev); !s.ok()) return s;
     // Assuming the workspace gemm_workspace_size asks for (so unaligned operands can be padded).

@@ -26,15 +26,11 @@ static_assert(detail::Environment::kMaxGemmSplits == kMaxSplits, "TESSERA_GEMM_S
 static_assert(sm90::kEpiStaged == 0 && sm90::kEpiTma == 1 && sm90::kEpiSmem16 == 2 && sm90::kEpiAuto == 3,
               "Environment::sm90_epilogue spells sm90::EpiMode");
 
-// The configuration the caller asked for (GemmArgs::config, else TESSERA_GEMM_CONFIG), or {null}.
-Status requested_config(const GemmArgs& args, const detail::Environment& env, ConfigChoice* out) {
-  *out = {};
+// The configuration the caller asked for (GemmArgs::config, else TESSERA_GEMM_CONFIG), or {null};
+// the spellings were checked (validate, overrides_error).
+ConfigChoice requested_config(const GemmArgs& args, const detail::Environment& env) {
   const std::string& name = args.config.empty() ? env.gemm_config : args.config;
-  if (name.empty()) return Status::success();
-  *out = find_config_choice(name);
-  if (!out->config)
-    return invalid(std::string(args.config.empty() ? "TESSERA_GEMM_CONFIG" : "config") + ": " + spelling_error(name));
-  return Status::success();
+  return name.empty() ? ConfigChoice{} : find_config_choice(name);
 }
 
 struct Choice {
@@ -274,11 +270,17 @@ class PlanTable {
 
 }  // namespace
 
-Status plan_for(const GemmArgs& args, const detail::DeviceInfo& dev, size_t workspace_bytes, LaunchPlan* out) {
+Status overrides_error(const GemmArgs& args) {
   const detail::Environment& env = detail::environment();
   if (!env.gemm_error.ok()) return env.gemm_error;
-  ConfigChoice req;
-  if (Status s = requested_config(args, env, &req); !s.ok()) return s;
+  if (args.config.empty() && !env.gemm_config.empty() && !find_config_choice(env.gemm_config).config)
+    return invalid("TESSERA_GEMM_CONFIG: " + spelling_error(env.gemm_config));
+  return Status::success();
+}
+
+Status plan_for(const GemmArgs& args, const detail::DeviceInfo& dev, size_t workspace_bytes, LaunchPlan* out) {
+  const detail::Environment& env = detail::environment();
+  const ConfigChoice req = requested_config(args, env);
   thread_local PlanTable table;
   // The plan for as much workspace as it wants, and, when the caller gives less, the one for that.
   for (size_t ws : {kAnyWorkspace, workspace_bytes}) {

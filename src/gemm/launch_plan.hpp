@@ -29,8 +29,13 @@ struct LaunchPlan {
 // The workspace that lets the call take the plan's fastest path.
 constexpr size_t kAnyWorkspace = ~size_t(0);
 
-// The plan for `args` (already validated) on `dev`, given `workspace_bytes` (kAnyWorkspace: as much
-// as the plan wants), or the status that refuses the call.
+// The overrides as this call sees them: a malformed TESSERA_* variable, or a TESSERA_GEMM_CONFIG this
+// build does not know (GemmArgs::config, checked by validate, wins over it). Before the device, so
+// that such an argument error is one with or without a GPU.
+Status overrides_error(const GemmArgs& args);
+
+// The plan for `args` (validate and overrides_error passed) on `dev`, given `workspace_bytes`
+// (kAnyWorkspace: as much as the plan wants), or the status that refuses the call.
 Status plan_for(const GemmArgs& args, const detail::DeviceInfo& dev, size_t workspace_bytes, LaunchPlan* out);
 
 // Drops every thread's memoized plans (their next call re-plans): the environment was re-read or a
