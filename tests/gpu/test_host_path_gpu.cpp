@@ -198,15 +198,7 @@ struct GemmSpec {
 };
 
 GemmSpec gemm_spec(const std::string& name, DType ab, DType dt, int64_t m, int64_t n, int64_t k, int64_t batch = 1) {
-  GemmSpec s;
-  s.name = name;
-  s.ab = ab;
-  s.dt = dt;
-  s.m = m;
-  s.n = n;
-  s.k = k;
-  s.batch = batch;
-  return s;
+  return GemmSpec{name, ab, dt, m, n, k, batch};  // the other fields keep their defaults
 }
 
 // A stored operand; `span` elements from its first one to one past its last.
@@ -370,18 +362,7 @@ struct AttnSpec {
 
 AttnSpec attn_spec(const std::string& name, DType dt, int64_t batch, int64_t sq, int64_t sk, int64_t hq, int64_t hkv,
                    int64_t d, bool causal, bool bhsd = false) {
-  AttnSpec s;
-  s.name = name;
-  s.dtype = dt;
-  s.batch = batch;
-  s.sq = sq;
-  s.sk = sk;
-  s.hq = hq;
-  s.hkv = hkv;
-  s.d = d;
-  s.causal = causal;
-  s.bhsd = bhsd;
-  return s;
+  return AttnSpec{name, dt, batch, sq, sk, hq, hkv, d, causal, bhsd};  // the other fields keep their defaults
 }
 
 class AttnJob : public Job {
