@@ -17,6 +17,7 @@
 
 #include <cstdint>
 
+#include "core/dependent_launch.cuh"
 #include "gemm/epilogue/epilogue.cuh"
 #include "gemm/kernel_params.hpp"
 #include "gemm/skinny/skinny.hpp"
@@ -87,8 +88,13 @@ __global__ void __launch_bounds__(kThreads) skinny_kernel(Operands op, EpilogueP
   // W row (two chunks) by one of the row's four threads.
   const int chunks = (op.k + kChunk - 1) / kChunk;
   const int c_begin = warp * chunks / kWarps, c_end = (warp + 1) * chunks / kWarps;
+  // Under a dependent launch this runs beside the previous kernel's tail: the next kernel may launch
+  // at once, and the prefetch is safe before the wait (L2 is where that kernel's writes land); the
+  // loads into registers are not.
+  allow_dependent_launch();
   if (w_row_in)
     for (int c = c_begin + 2 * t; c < c_end; c += 8) prefetch_l2(w_row + c * kChunk);
+  wait_for_prior_grid();
 
   struct Step {
     uint4 w[kUnroll], x[kUnroll][kMT][kHalves];

@@ -7,22 +7,30 @@ namespace tessera::gemm_impl::skinny {
 namespace {
 
 template <bool BF16, int kMT, bool kHalf>
-cudaError_t launch(const Operands& op, const EpilogueParams& epi, int batch, cudaStream_t stream) {
-  const dim3 grid(unsigned((op.rows_w + 7) / 8), unsigned(batch));
-  skinny_kernel<BF16, kMT, kHalf><<<grid, kThreads, 0, stream>>>(op, epi);
-  return cudaGetLastError();
+cudaError_t launch(const Operands& op, const EpilogueParams& epi, int batch, bool dependent_launch, cudaStream_t stream) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned((op.rows_w + 7) / 8), unsigned(batch));
+  cfg.blockDim = dim3(kThreads);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = dependent_launch ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, skinny_kernel<BF16, kMT, kHalf>, op, epi);
 }
 
 template <bool BF16>
-cudaError_t launch_rows(const Operands& op, const EpilogueParams& epi, int batch, cudaStream_t stream) {
-  if (op.rows_x <= 8) return launch<BF16, 1, true>(op, epi, batch, stream);
-  if (op.rows_x <= 16) return launch<BF16, 1, false>(op, epi, batch, stream);
-  return launch<BF16, 4, false>(op, epi, batch, stream);
+cudaError_t launch_rows(const Operands& op, const EpilogueParams& epi, int batch, bool dependent_launch,
+                        cudaStream_t stream) {
+  if (op.rows_x <= 8) return launch<BF16, 1, true>(op, epi, batch, dependent_launch, stream);
+  if (op.rows_x <= 16) return launch<BF16, 1, false>(op, epi, batch, dependent_launch, stream);
+  return launch<BF16, 4, false>(op, epi, batch, dependent_launch, stream);
 }
 
 }  // namespace
 
-cudaError_t run(int ab_dtype, const GemmParams& p, cudaStream_t stream) {
+cudaError_t run(int ab_dtype, const GemmParams& p, bool dependent_launch, cudaStream_t stream) {
   return launch_batched(p, [&](const GemmParams& q) {
     const bool x_is_a = q.m <= q.n;
     Operands op;
@@ -36,7 +44,8 @@ cudaError_t run(int ab_dtype, const GemmParams& p, cudaStream_t stream) {
     op.rows_w = x_is_a ? q.n : q.m;
     op.k = q.k;
     op.x_is_a = x_is_a;
-    return ab_dtype == kBF16 ? launch_rows<true>(op, q.epi, q.batch, stream) : launch_rows<false>(op, q.epi, q.batch, stream);
+    return ab_dtype == kBF16 ? launch_rows<true>(op, q.epi, q.batch, dependent_launch, stream)
+                              : launch_rows<false>(op, q.epi, q.batch, dependent_launch, stream);
   });
 }
 

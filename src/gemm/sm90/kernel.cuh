@@ -32,6 +32,7 @@
 #include <cutlass/arch/barrier.h>
 #include <cutlass/arch/reg_reconfig.h>
 
+#include "core/dependent_launch.cuh"
 #include "gemm/epilogue/epilogue.cuh"
 #include "gemm/kernel_params.hpp"
 #include "gemm/raster.hpp"
@@ -296,14 +297,6 @@ __device__ __forceinline__ int grid_size() {
   asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(v));
   return v;
 }
-
-// Programmatic dependent launch (the launcher sets cudaLaunchAttributeProgrammaticStreamSerialization):
-// every CTA lets the stream's next kernel launch at once, so that its CTAs take the SMs as this
-// grid's CTAs exit and run their set-up under this grid's tail; each CTA in turn waits for the
-// previous kernel's completion (and its memory) before its first global-memory access. Without a
-// dependent launch both are no-ops.
-__device__ __forceinline__ void allow_dependent_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-__device__ __forceinline__ void wait_for_prior_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
 // Stream-K flags: a release store after the partial, an acquire load before reading it.
 __device__ __forceinline__ void store_release(int* p, int v) {
