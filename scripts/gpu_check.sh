@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # GPU truth in one call (run on the lent H100/H200 with the build carried, or it builds):
-#   scripts/gpu_check.sh [all|tests|bench|gemm|attention|sanitize|host|python|pytest|ptx] [extra args for bench/gemm_suite.py]
+#   scripts/gpu_check.sh [all|tests|bench|gemm|attention|sanitize|host|python|decode|pytest|ptx] [extra args for bench/gemm_suite.py]
 #   (bench = the GEMM and attention benchmarks; gemm / attention = one of them; host = the host-cost
-#   microbenchmark; python = the Python package's benchmarks against torch; pytest = its tests; ptx = the
+#   microbenchmark; python = the Python package's benchmarks against torch, decode attention included;
+#   decode = only the decode-attention benchmark (DECODE_ATTN_ARGS=--quick); pytest = its tests; ptx = the
 #   sm80 families run from their PTX, CUDA_FORCE_PTX_JIT=1, as on a GPU newer than their SASS)
 # Writes under $OUT (default ./gpu_out): gpu.txt, tests.log, sanitize.log, bench.log and the
 # benchmark's JSON + Markdown. Never changes clocks, power or MIG settings.
@@ -204,6 +205,14 @@ if [ "$mode" = python ]; then
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
   echo "== decode-step GEMMs replayed from CUDA graphs (bench/decode_gemm.py)"
   PYTHONUNBUFFERED=1 python3 bench/decode_gemm.py --json "$out/decode_gemm.json" ${DECODE_ARGS:-} 2>&1 | tee "$out/decode_gemm.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+fi
+
+if [ "$mode" = python ] || [ "$mode" = decode ]; then
+  echo "== decode attention replayed from CUDA graphs vs SDPA (bench/decode_attention.py)"
+  # shellcheck disable=SC2086
+  PYTHONPATH="$PWD/$build/python:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 python3 bench/decode_attention.py \
+    --json "$out/decode_attention.json" ${DECODE_ATTN_ARGS:-} 2>&1 | tee "$out/decode_attention.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
 

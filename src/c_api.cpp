@@ -151,9 +151,21 @@ tessera_status_t tessera_gemm_select_config(const tessera_gemm_args_t* args, con
 }
 
 tessera_status_t tessera_attention(const tessera_attention_args_t* args, void* stream) {
+  return tessera_attention_with_workspace(args, nullptr, 0, stream);
+}
+
+tessera_status_t tessera_attention_with_workspace(const tessera_attention_args_t* args, void* workspace,
+                                                  size_t workspace_bytes, void* stream) {
   return guard([&] {
     if (!args) return remember(invalid("args: null pointer")).code;
-    return tessera::attention(tessera::from_c(*args), stream).code;
+    return tessera::attention(tessera::from_c(*args), stream, workspace, workspace_bytes).code;
+  });
+}
+
+tessera_status_t tessera_attention_workspace_size(const tessera_attention_args_t* args, size_t* bytes) {
+  return guard([&] {
+    if (!args) return remember(invalid("args: null pointer")).code;
+    return tessera::attention_workspace_size(tessera::from_c(*args), bytes).code;
   });
 }
 

@@ -157,7 +157,21 @@ typedef struct tessera_attention_args_t {
   int max_sms;
 } tessera_attention_args_t;
 
+/* Runs attention on `stream` (a cudaStream_t; NULL = the default stream). Asynchronous. Without a
+ * workspace: tessera_attention_with_workspace with none. */
 tessera_status_t tessera_attention(const tessera_attention_args_t* args, void* stream);
+
+/* Bytes of workspace for the call's fastest path; 0 if none is needed. Only decode-shaped calls
+ * (seqlen_q <= 16) use one: it holds the partial results when the keys are split across CTAs
+ * (split-KV, when batch x heads_kv cannot fill the GPU). With less (or none) the call still works,
+ * with fewer splits. Without a usable device: a bound for GPUs of up to 256 SMs. The workspace
+ * contract is the GEMM's (tessera_gemm_workspace_size): one workspace per concurrently running call. */
+tessera_status_t tessera_attention_workspace_size(const tessera_attention_args_t* args, size_t* bytes);
+
+/* tessera_attention with `workspace`: device memory of `workspace_bytes` bytes, 256-byte aligned
+ * (may be NULL / 0), not overlapping any operand. */
+tessera_status_t tessera_attention_with_workspace(const tessera_attention_args_t* args, void* workspace,
+                                                  size_t workspace_bytes, void* stream);
 
 /* The TESSERA_* environment variables (overrides for measurements and tests, README) are read once,
  * at the first call that needs them. This re-reads them and drops the memoized launch plans, for

@@ -161,7 +161,13 @@ inline void bhsd_strides(int64_t s, int64_t h, int64_t d, int64_t (&st)[3]) {
   st[2] = s * d;
 }
 
-Status attention(const AttentionArgs& args, void* stream = nullptr);
+// Runs attention on `stream`. `workspace` (device memory, 256-byte aligned, or null): what
+// attention_workspace_size() asks for lets decode-shaped calls (seqlen_q <= 16) split the keys
+// across CTAs; with less they run with fewer splits. Workspace contract as for gemm().
+Status attention(const AttentionArgs& args, void* stream = nullptr, void* workspace = nullptr,
+                 size_t workspace_bytes = 0);
+// Bytes of workspace for the call's fastest path (0: none needed; tessera_attention_workspace_size).
+Status attention_workspace_size(const AttentionArgs& args, size_t* bytes);
 
 // The TESSERA_* overrides are read once per process; this re-reads them and drops memoized launch
 // plans (tests, tools). Not for concurrent use with other tessera calls.

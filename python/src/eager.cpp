@@ -24,6 +24,15 @@ void check(const tessera::Status& s);  // module.cpp: raises the status' Python 
 namespace {
 
 constexpr int64_t kGeneral = -1;  // "take the general path"
+constexpr int64_t kDecodeMaxSeqlenQ = 16;  // attention_workspace_size() is 0 for longer query sequences
+
+// Whether `stream` is capturing a CUDA graph (or cannot tell): a cached workspace may not be used
+// there, since a replay may run beside later eager calls.
+bool capturing(uintptr_t stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(stream), &capture) != cudaSuccess ||
+         capture != cudaStreamCaptureStatusNone;
+}
 
 // torch.float16 / bfloat16 / float32, registered by the Python layer (set_torch_dtypes).
 PyObject* g_dtypes[3] = {nullptr, nullptr, nullptr};
@@ -130,12 +139,7 @@ int64_t launch_gemm(const tessera::GemmArgs& g, uintptr_t ws, size_t ws_bytes, b
   size_t need = 0;
   check(tessera::gemm_workspace_size(g, &need));
   if (need > ws_bytes) return int64_t(need);
-  if (need > 0 && ws_cached) {
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(stream), &capture) != cudaSuccess ||
-        capture != cudaStreamCaptureStatusNone)
-      return int64_t(need);
-  }
+  if (need > 0 && ws_cached && capturing(stream)) return int64_t(need);
   tessera::Status s;
   {
     nb::gil_scoped_release release;
@@ -191,7 +195,8 @@ void attn_strides(const View& v, bool bshd, int64_t (&st)[3]) {
 }
 
 int64_t attention_tensors(nb::handle q, nb::handle k, nb::handle v, nb::handle o, nb::handle lse, bool causal,
-                          float scale, bool bshd, uintptr_t stream, int max_sms) {
+                          float scale, bool bshd, uintptr_t stream, int max_sms, uintptr_t ws, size_t ws_bytes,
+                          bool ws_cached) {
   View vq, vk, vv, vo;
   if (!view_of(q, &vq) || !view_of(k, &vk) || !view_of(v, &vv) || !view_of(o, &vo)) return kGeneral;
   for (const View* t : {&vq, &vk, &vv, &vo})
@@ -226,10 +231,15 @@ int64_t attention_tensors(nb::handle q, nb::handle k, nb::handle v, nb::handle o
   a.softmax_scale = scale;
   a.causal = causal;
   a.max_sms = max_sms;
+  if (a.seqlen_q <= kDecodeMaxSeqlenQ) {  // only decode shapes use a workspace
+    size_t need = 0;
+    check(tessera::attention_workspace_size(a, &need));
+    if (need > ws_bytes || (need > 0 && ws_cached && capturing(stream))) return int64_t(need);
+  }
   tessera::Status s;
   {
     nb::gil_scoped_release release;
-    s = tessera::attention(a, reinterpret_cast<void*>(stream));
+    s = tessera::attention(a, reinterpret_cast<void*>(stream), reinterpret_cast<void*>(ws), ws_bytes);
   }
   check(s);
   return 0;
@@ -254,9 +264,10 @@ void bind_eager(nb::module_& m) {
         "workspace bytes to allocate when the given workspace is too small (or is a cached one while\n"
         "the stream is capturing); -1 when the general path must handle the call. Raises as gemm().");
   m.def("attention_tensors", &attention_tensors, "q"_a, "k"_a, "v"_a, "o"_a, "lse"_a.none(), "causal"_a, "scale"_a,
-        "bshd"_a, "stream"_a, "max_sms"_a,
-        "Attention forward from torch tensors in one call: 0 when launched, -1 when the general path must\n"
-        "handle the call. Raises as attention().");
+        "bshd"_a, "stream"_a, "max_sms"_a, "workspace"_a, "workspace_bytes"_a, "workspace_cached"_a,
+        "Attention forward from torch tensors in one call: 0 when launched; the workspace bytes to\n"
+        "allocate when the given workspace is too small (or is a cached one while the stream is\n"
+        "capturing); -1 when the general path must handle the call. Raises as attention().");
 }
 
 }  // namespace tessera_python

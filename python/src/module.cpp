@@ -233,45 +233,75 @@ NB_MODULE(_C, m) {
       "Name of the configuration gemm() would run on the current device.");
 
   // ---- attention forward ----
+  auto attention_args = [](uintptr_t q, uintptr_t k, uintptr_t v, uintptr_t o, int dtype, int64_t batch,
+                           int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int64_t head_dim,
+                           std::array<int64_t, 3> q_stride, std::array<int64_t, 3> k_stride,
+                           std::array<int64_t, 3> v_stride, std::array<int64_t, 3> o_stride, uintptr_t lse,
+                           float softmax_scale, bool causal, int max_sms) {
+    tessera::AttentionArgs a;
+    a.q = as_ptr<const void>(q);
+    a.k = as_ptr<const void>(k);
+    a.v = as_ptr<const void>(v);
+    a.o = as_ptr<void>(o);
+    a.lse = as_ptr<float>(lse);
+    a.dtype = tessera::DType(dtype);
+    a.batch = batch;
+    a.seqlen_q = seqlen_q;
+    a.seqlen_k = seqlen_k;
+    a.heads_q = heads_q;
+    a.heads_kv = heads_kv;
+    a.head_dim = head_dim;
+    for (int i = 0; i < 3; ++i) {
+      a.q_stride[i] = q_stride[i];
+      a.k_stride[i] = k_stride[i];
+      a.v_stride[i] = v_stride[i];
+      a.o_stride[i] = o_stride[i];
+    }
+    a.softmax_scale = softmax_scale;
+    a.causal = causal;
+    a.max_sms = max_sms;
+    return a;
+  };
   m.def(
       "attention",
-      [](uintptr_t q, uintptr_t k, uintptr_t v, uintptr_t o, int dtype, int64_t batch, int64_t seqlen_q,
-         int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int64_t head_dim, std::array<int64_t, 3> q_stride,
-         std::array<int64_t, 3> k_stride, std::array<int64_t, 3> v_stride, std::array<int64_t, 3> o_stride,
-         uintptr_t lse, float softmax_scale, bool causal, uintptr_t stream, int max_sms) {
-        tessera::AttentionArgs a;
-        a.q = as_ptr<const void>(q);
-        a.k = as_ptr<const void>(k);
-        a.v = as_ptr<const void>(v);
-        a.o = as_ptr<void>(o);
-        a.lse = as_ptr<float>(lse);
-        a.dtype = tessera::DType(dtype);
-        a.batch = batch;
-        a.seqlen_q = seqlen_q;
-        a.seqlen_k = seqlen_k;
-        a.heads_q = heads_q;
-        a.heads_kv = heads_kv;
-        a.head_dim = head_dim;
-        for (int i = 0; i < 3; ++i) {
-          a.q_stride[i] = q_stride[i];
-          a.k_stride[i] = k_stride[i];
-          a.v_stride[i] = v_stride[i];
-          a.o_stride[i] = o_stride[i];
-        }
-        a.softmax_scale = softmax_scale;
-        a.causal = causal;
-        a.max_sms = max_sms;
+      [attention_args](uintptr_t q, uintptr_t k, uintptr_t v, uintptr_t o, int dtype, int64_t batch, int64_t seqlen_q,
+                       int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int64_t head_dim,
+                       std::array<int64_t, 3> q_stride, std::array<int64_t, 3> k_stride,
+                       std::array<int64_t, 3> v_stride, std::array<int64_t, 3> o_stride, uintptr_t lse,
+                       float softmax_scale, bool causal, uintptr_t stream, int max_sms, uintptr_t workspace,
+                       size_t workspace_bytes) {
+        const tessera::AttentionArgs a = attention_args(q, k, v, o, dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv,
+                                                        head_dim, q_stride, k_stride, v_stride, o_stride, lse,
+                                                        softmax_scale, causal, max_sms);
         tessera::Status s;
         {
           nb::gil_scoped_release release;
-          s = tessera::attention(a, as_ptr<void>(stream));
+          s = tessera::attention(a, as_ptr<void>(stream), as_ptr<void>(workspace), workspace_bytes);
         }
         check(s);
       },
       "q"_a, "k"_a, "v"_a, "o"_a, "dtype"_a, "batch"_a, "seqlen_q"_a, "seqlen_k"_a, "heads_q"_a, "heads_kv"_a,
       "head_dim"_a, "q_stride"_a, "k_stride"_a, "v_stride"_a, "o_stride"_a, "lse"_a = 0, "softmax_scale"_a = 0.0f,
-      "causal"_a = false, "stream"_a = 0, "max_sms"_a = 0,
+      "causal"_a = false, "stream"_a = 0, "max_sms"_a = 0, "workspace"_a = 0, "workspace_bytes"_a = 0,
       "O = softmax(scale * Q K^T [causal]) V. Q/O [B, Sq, Hq, D], K/V [B, Sk, Hkv, D] with (batch, seq, head)\n"
       "strides in elements (head-dim stride 1); lse: optional fp32 [B, Hq, Sq] pointer (0 = none);\n"
-      "softmax_scale 0 = 1/sqrt(head_dim). Asynchronous on `stream`.");
+      "softmax_scale 0 = 1/sqrt(head_dim). workspace: attention_workspace_size() bytes (decode shapes\n"
+      "split the keys with it). Asynchronous on `stream`.");
+  m.def(
+      "attention_workspace_size",
+      [attention_args](uintptr_t q, uintptr_t k, uintptr_t v, uintptr_t o, int dtype, int64_t batch, int64_t seqlen_q,
+                       int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int64_t head_dim,
+                       std::array<int64_t, 3> q_stride, std::array<int64_t, 3> k_stride,
+                       std::array<int64_t, 3> v_stride, std::array<int64_t, 3> o_stride, uintptr_t lse,
+                       float softmax_scale, bool causal, int max_sms) {
+        size_t bytes = 0;
+        check(tessera::attention_workspace_size(
+            attention_args(q, k, v, o, dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, q_stride,
+                           k_stride, v_stride, o_stride, lse, softmax_scale, causal, max_sms),
+            &bytes));
+        return bytes;
+      },
+      "q"_a, "k"_a, "v"_a, "o"_a, "dtype"_a, "batch"_a, "seqlen_q"_a, "seqlen_k"_a, "heads_q"_a, "heads_kv"_a,
+      "head_dim"_a, "q_stride"_a, "k_stride"_a, "v_stride"_a, "o_stride"_a, "lse"_a = 0, "softmax_scale"_a = 0.0f,
+      "causal"_a = false, "max_sms"_a = 0, "Bytes of workspace attention() can use for these args (0: none).");
 }

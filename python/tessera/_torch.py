@@ -110,21 +110,40 @@ def clear_workspace_cache() -> None:
     _ws_cache.clear()
 
 
-def _matmul_eager(a, b, c, alpha, beta, bias, act, d, max_sms) -> bool:
-    """Runs d = act(alpha a @ b + beta c + bias) by the eager path; False when the general path must."""
-    dev = a.get_device()
+def _with_workspace(t: Tensor, launch) -> bool:
+    """Runs an eager entry, launch(stream, workspace, workspace_bytes, workspace_cached) -> 0 (launched),
+    -1 (the general path must) or the workspace bytes it needs, with this stream's cached workspace,
+    allocating (and caching) a larger one when asked; False when the general path must run."""
+    dev = t.get_device()
     stream = _raw_stream(dev)
     key = (dev, stream)
     ws_ptr, ws_bytes, _ = _ws_cache.get(key, _NO_WS)
-    need = _C.matmul_tensors(a, b, c, d, alpha, beta, bias, act, ws_ptr, ws_bytes, True, stream, max_sms)
-    if need == 0:
-        return True
-    if need < 0:
-        return False
-    ws = torch.empty(need, dtype=torch.uint8, device=a.device)
+    need = launch(stream, ws_ptr, ws_bytes, True)
+    if need <= 0:
+        return need == 0
+    ws = torch.empty(need, dtype=torch.uint8, device=t.device)
     if need <= _WS_CACHE_MAX and not torch.cuda.is_current_stream_capturing():
         _ws_cache[key] = (ws.data_ptr(), need, ws)
-    return _C.matmul_tensors(a, b, c, d, alpha, beta, bias, act, ws.data_ptr(), need, False, stream, max_sms) == 0
+    return launch(stream, ws.data_ptr(), need, False) == 0
+
+
+def _matmul_eager(a, b, c, alpha, beta, bias, act, d, max_sms) -> bool:
+    """Runs d = act(alpha a @ b + beta c + bias) by the eager path; False when the general path must.
+    _with_workspace written out: the cached-workspace hit is the whole of a small matmul's host cost."""
+    dev = a.get_device()
+    stream = _raw_stream(dev)
+    ws_ptr, ws_bytes, _ = _ws_cache.get((dev, stream), _NO_WS)
+    need = _C.matmul_tensors(a, b, c, d, alpha, beta, bias, act, ws_ptr, ws_bytes, True, stream, max_sms)
+    if need <= 0:
+        return need == 0
+    return _with_workspace(a, lambda stream, ws, ws_bytes, cached: _C.matmul_tensors(
+        a, b, c, d, alpha, beta, bias, act, ws, ws_bytes, cached, stream, max_sms))
+
+
+def _attention_eager(q, k, v, o, lse, causal, scale, bshd, max_sms) -> bool:
+    """Runs attention by the eager path; False when the general path must."""
+    return _with_workspace(q, lambda stream, ws, ws_bytes, cached: _C.attention_tensors(
+        q, k, v, o, lse, causal, scale, bshd, stream, max_sms, ws, ws_bytes, cached))
 
 
 # ---------------------------------------------------------------------------------------- GEMM
@@ -368,10 +387,15 @@ def _attention_op(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float, r
     # The kernels need a unit head-dim stride; other strides are passed as they are.
     q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     with _on_device(device):
-        _C.attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), code, batch, seqlen_q, seqlen_k,
-                     heads_q, heads_kv, head_dim, _attn_strides(q, bshd), _attn_strides(k, bshd),
-                     _attn_strides(v, bshd), _attn_strides(o, bshd), lse=lse.data_ptr() if return_lse else 0,
-                     softmax_scale=scale, causal=causal, stream=_stream(device), max_sms=max_sms)
+        args = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), code, batch, seqlen_q, seqlen_k, heads_q,
+                heads_kv, head_dim, _attn_strides(q, bshd), _attn_strides(k, bshd), _attn_strides(v, bshd),
+                _attn_strides(o, bshd), lse.data_ptr() if return_lse else 0, scale, causal)
+        # Decode shapes split the keys across CTAs through a workspace (from the caching allocator:
+        # under a CUDA graph, the graph's pool).
+        need = _C.attention_workspace_size(*args, max_sms=max_sms)
+        ws = torch.empty(need, dtype=torch.uint8, device=device) if need else None
+        _C.attention(*args, stream=_stream(device), max_sms=max_sms, workspace=ws.data_ptr() if need else 0,
+                     workspace_bytes=need)
     return o, lse
 
 
@@ -412,8 +436,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, scale: O
         if return_lse:
             b, h, sq = (q.shape[0], q.shape[2], q.shape[1]) if bshd else (q.shape[0], q.shape[1], q.shape[2])
             lse = q.new_empty((b, h, sq), dtype=torch.float32)
-        dev = q.get_device()
-        if _C.attention_tensors(q, k, v, o, lse, bool(causal), s, bshd, _raw_stream(dev), int(max_sms)) == 0:
+        if _attention_eager(q, k, v, o, lse, bool(causal), s, bshd, int(max_sms)):
             return (o, lse) if return_lse else o
     o, lse = torch.ops.tessera.attention(q, k, v, bool(causal), s, bool(return_lse), layout, int(max_sms))
     return (o, lse) if return_lse else o

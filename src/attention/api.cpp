@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "attention/decode/decode.hpp"
 #include "attention/params.hpp"
 #include "attention/sm80/launch.hpp"
 #include "attention/sm90/launch.hpp"
@@ -167,11 +168,79 @@ Status validate(const AttentionArgs& a) {
   return Status::success();
 }
 
+// The decode family's plan for this call on `dev`, or false when the call goes to a prefill family:
+// more than decode::kMaxSeqlenQ query tokens, a TESSERA_ATTN_CONFIG override (it names a prefill
+// configuration), or a CTA the device's shared memory cannot hold.
+bool decode_plan(const AttentionArgs& a, const detail::DeviceInfo& dev, size_t workspace_bytes, decode::Plan* out) {
+  if (a.seqlen_q > decode::kMaxSeqlenQ || !detail::environment().attn_config.empty() || dev.cc_major < 8) return false;
+  const int d = int(a.head_dim);
+  const int per_sm = decode::ctas_per_sm(d, dev.smem_optin + 1024);
+  if (per_sm < 1) return false;
+  const int sms = a.max_sms > 0 && a.max_sms < dev.sm_count ? a.max_sms : dev.sm_count;
+  *out = decode::make_plan(a.batch, a.seqlen_q, a.seqlen_k, a.heads_q, a.heads_kv, d, sms, per_sm, workspace_bytes);
+  return true;
+}
+
+// AttnParams of a validated call.
+AttnParams params_of(const AttentionArgs& args) {
+  AttnParams p;
+  p.q = args.q;
+  p.k = args.k;
+  p.v = args.v;
+  p.o = args.o;
+  p.lse = args.lse;
+  p.batch = int(args.batch);
+  p.seqlen_q = int(args.seqlen_q);
+  p.seqlen_k = int(args.seqlen_k);
+  p.heads_q = int(args.heads_q);
+  p.heads_kv = int(args.heads_kv);
+  for (int i = 0; i < 3; ++i) {
+    p.q_stride[i] = args.q_stride[i];
+    p.k_stride[i] = args.k_stride[i];
+    p.v_stride[i] = args.v_stride[i];
+    p.o_stride[i] = args.o_stride[i];
+  }
+  p.scale = args.softmax_scale > 0.0f ? args.softmax_scale : 1.0f / std::sqrt(float(args.head_dim));
+  p.scale_log2 = p.scale * 1.4426950408889634f;
+  return p;
+}
+
+constexpr size_t kWorkspaceAlign = 256;
+
+Status validate_workspace(const void* workspace, size_t workspace_bytes) {
+  if (workspace_bytes > 0 && workspace == nullptr)
+    return invalid("workspace: null pointer with workspace_bytes = " + std::to_string(workspace_bytes));
+  if (workspace && reinterpret_cast<uintptr_t>(workspace) % kWorkspaceAlign != 0)
+    return invalid("workspace: must be 256-byte aligned (cudaMalloc memory is)");
+  return Status::success();
+}
+
 }  // namespace attn
 
-Status attention(const AttentionArgs& args, void* stream) {
+Status attention_workspace_size(const AttentionArgs& args, size_t* bytes) {
+  auto impl = [&]() -> Status {
+    if (!bytes) return attn::invalid("bytes: null pointer");
+    if (Status s = attn::validate(args); !s.ok()) return s;
+    *bytes = 0;
+    detail::DeviceInfo dev;
+    attn::decode::Plan pl;
+    if (detail::current_device(&dev).ok()) {
+      if (attn::decode_plan(args, dev, SIZE_MAX, &pl)) *bytes = pl.workspace_bytes;
+    } else if (args.seqlen_q <= attn::decode::kMaxSeqlenQ) {
+      // No usable device: enough for any GPU of up to 256 SMs holding 4 decode CTAs each.
+      pl = attn::decode::make_plan(args.batch, args.seqlen_q, args.seqlen_k, args.heads_q, args.heads_kv,
+                                   int(args.head_dim), 256, 4, SIZE_MAX);
+      *bytes = pl.workspace_bytes;
+    }
+    return Status::success();
+  };
+  return detail::remember(impl());
+}
+
+Status attention(const AttentionArgs& args, void* stream, void* workspace, size_t workspace_bytes) {
   auto impl = [&]() -> Status {
     if (Status s = attn::validate(args); !s.ok()) return s;
+    if (Status s = attn::validate_workspace(workspace, workspace_bytes); !s.ok()) return s;
     const attn::AttnConfig* cfg = nullptr;  // a bad override is an argument error, GPU or not
     if (Status s = attn::requested_config(args.head_dim, 0, &cfg); !s.ok()) return s;
     detail::DeviceInfo dev;
@@ -181,6 +250,14 @@ Status attention(const AttentionArgs& args, void* stream) {
     if (dev.cc_major < 8)
       return detail::fail(TESSERA_STATUS_NOT_SUPPORTED, "attention kernels need an sm_80 or newer GPU; this device is sm_" +
                                                     std::to_string(cc));
+    const attn::AttnParams p = attn::params_of(args);
+    attn::decode::Plan dp;
+    if (attn::decode_plan(args, dev, workspace_bytes, &dp)) {
+      const cudaError_t e = attn::decode::run(int(args.head_dim), args.dtype == DType::BF16, args.causal, p, dp, workspace,
+                                              args.max_sms, dev.cc_major == 9, static_cast<cudaStream_t>(stream));
+      if (e != cudaSuccess) return detail::fail(TESSERA_STATUS_CUDA_ERROR, std::string("decode attention: ") + cudaGetErrorString(e));
+      return Status::success();
+    }
     if (cfg->arch == 90 && cc != 90)
       return detail::fail(TESSERA_STATUS_NOT_SUPPORTED, std::string(cfg->name) + " is an sm_90a kernel; this device is sm_" +
                                                     std::to_string(cc));
@@ -188,25 +265,6 @@ Status attention(const AttentionArgs& args, void* stream) {
       return detail::fail(TESSERA_STATUS_NOT_SUPPORTED, std::string(cfg->name) + " needs " + std::to_string(cfg->smem_bytes) +
                                                     " bytes of shared memory; the device allows " +
                                                     std::to_string(dev.smem_optin));
-    attn::AttnParams p;
-    p.q = args.q;
-    p.k = args.k;
-    p.v = args.v;
-    p.o = args.o;
-    p.lse = args.lse;
-    p.batch = int(args.batch);
-    p.seqlen_q = int(args.seqlen_q);
-    p.seqlen_k = int(args.seqlen_k);
-    p.heads_q = int(args.heads_q);
-    p.heads_kv = int(args.heads_kv);
-    for (int i = 0; i < 3; ++i) {
-      p.q_stride[i] = args.q_stride[i];
-      p.k_stride[i] = args.k_stride[i];
-      p.v_stride[i] = args.v_stride[i];
-      p.o_stride[i] = args.o_stride[i];
-    }
-    p.scale = args.softmax_scale > 0.0f ? args.softmax_scale : 1.0f / std::sqrt(float(args.head_dim));
-    p.scale_log2 = p.scale * 1.4426950408889634f;
     const bool bf16 = args.dtype == DType::BF16;
     const cudaError_t e = cfg->arch == 90
                               ? attn::sm90::run(cfg->id, bf16, args.causal, p, args.max_sms, static_cast<cudaStream_t>(stream))

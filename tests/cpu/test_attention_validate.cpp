@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "attention/decode/decode.hpp"
 #include "attention/validate.hpp"
 #include "attention_gpu_reference.hpp"
 #include "common/attention_reference.hpp"
@@ -698,3 +699,101 @@ TEST(AttentionFlops, FourBHSqSkD) {
 }
 
 }  // namespace
+
+// ---- the workspace, and the decode family's plan ---------------------------------------------------
+
+TEST(AttentionApi, WorkspaceArguments) {
+  const AttentionArgs a = valid_args();
+  const Status null_ws = tessera::attention(a, nullptr, nullptr, 4096);
+  EXPECT_EQ(null_ws.code, TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(null_ws.message, "workspace"));
+  const Status misaligned = tessera::attention(a, nullptr, reinterpret_cast<void*>(uintptr_t(1) << 41 | 16), 4096);
+  EXPECT_EQ(misaligned.code, TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(misaligned.message, "256-byte"));
+  const tessera_attention_args_t c = tessera::to_c(a);
+  EXPECT_EQ(tessera_attention_with_workspace(&c, nullptr, 4096, nullptr), TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(tessera_last_error(), "workspace"));
+  EXPECT_EQ(tessera_attention_with_workspace(nullptr, nullptr, 0, nullptr), TESSERA_STATUS_INVALID_ARGUMENT);
+  size_t bytes = 1;
+  EXPECT_EQ(tessera_attention_workspace_size(nullptr, &bytes), TESSERA_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(tessera_attention_workspace_size(&c, nullptr), TESSERA_STATUS_INVALID_ARGUMENT);
+  // Bad args are refused by the size query too.
+  AttentionArgs bad = a;
+  bad.head_dim = 80;
+  EXPECT_EQ(tessera::attention_workspace_size(bad, &bytes).code, TESSERA_STATUS_INVALID_ARGUMENT);
+}
+
+TEST(AttentionApi, WorkspaceSizeOnlyForDecodeShapes) {
+  AttentionArgs a = valid_args();  // seqlen_q 100: a prefill family, no workspace
+  size_t bytes = 1;
+  ASSERT_TRUE(tessera::attention_workspace_size(a, &bytes).ok());
+  EXPECT_EQ(bytes, 0u);
+  // One token against a long cache: the keys split (with or without a device).
+  a.seqlen_q = 1;
+  a.seqlen_k = 1 << 16;
+  a.batch = 1;
+  tessera::bshd_strides(1, kHq, kD, a.q_stride);
+  tessera::bshd_strides(1, kHq, kD, a.o_stride);
+  ASSERT_TRUE(tessera::attention_workspace_size(a, &bytes).ok());
+  EXPECT_GT(bytes, 0u);
+  const tessera_attention_args_t c = tessera::to_c(a);
+  size_t c_bytes = 0;
+  EXPECT_EQ(tessera_attention_workspace_size(&c, &c_bytes), TESSERA_STATUS_SUCCESS);
+  EXPECT_EQ(c_bytes, bytes);
+}
+
+namespace dec = tessera::attn::decode;
+
+TEST(DecodePlan, PacksQueryHeadsOfAKvHead) {
+  // GQA 32/8, one token: 4 packed rows per KV head, one tile.
+  const dec::Plan p = dec::make_plan(1, 1, 8192, 32, 8, 128, 132, 2, SIZE_MAX);
+  EXPECT_EQ(p.group, 4);
+  EXPECT_EQ(p.rows, 4);
+  EXPECT_EQ(p.row_tiles, 1);
+  // 16 tokens x 8 heads per KV head: 128 rows, 8 tiles.
+  const dec::Plan q = dec::make_plan(1, 16, 8192, 64, 8, 128, 132, 2, SIZE_MAX);
+  EXPECT_EQ(q.rows, 128);
+  EXPECT_EQ(q.row_tiles, 8);
+}
+
+TEST(DecodePlan, SplitsFillTheGpuAndCoverEveryKeyOnce) {
+  for (int64_t sk : {1, 15, 16, 17, 1000, 8192, 8193, 1 << 20})
+    for (int64_t batch : {1, 4, 64, 1024})
+      for (int sms : {1, 16, 132}) {
+        const dec::Plan p = dec::make_plan(batch, 1, sk, 32, 8, 128, sms, 2, SIZE_MAX);
+        const int64_t blocks = (sk + dec::kBlockN - 1) / dec::kBlockN;
+        SCOPED_TRACE("sk " + std::to_string(sk) + " batch " + std::to_string(batch) + " sms " + std::to_string(sms));
+        ASSERT_GE(p.splits, 1);
+        ASSERT_LE(p.splits, dec::kMaxSplits);
+        // Every key block in exactly one split, none empty.
+        EXPECT_GE(int64_t(p.splits) * p.blocks_per_split, blocks);
+        EXPECT_LT(int64_t(p.splits - 1) * p.blocks_per_split, blocks);
+        EXPECT_EQ(p.ctas, batch * 8 * p.row_tiles * p.splits);
+        // A split is never shorter than kMinBlocksPerWarp blocks per warp, unless there is one.
+        if (p.splits > 1) EXPECT_GE(p.blocks_per_split, dec::kWarps * dec::kMinBlocksPerWarp);
+        // Enough work items for the GPU where the keys allow it, and no splits once the batch does.
+        const int64_t units = batch * 8;
+        if (units >= int64_t(sms) * 2) EXPECT_EQ(p.splits, 1);
+        if (p.splits > 1) EXPECT_LE(p.ctas, int64_t(sms) * 2);  // one wave
+        EXPECT_EQ(p.workspace_bytes, dec::workspace_bytes(batch, 8, p.row_tiles, p.splits, 128));
+        EXPECT_EQ(p.workspace_bytes == 0, p.splits == 1);
+      }
+}
+
+TEST(DecodePlan, WorkspaceLimitsTheSplits) {
+  const dec::Plan full = dec::make_plan(1, 1, 1 << 16, 32, 8, 128, 132, 2, SIZE_MAX);
+  ASSERT_GT(full.splits, 2);
+  const dec::Plan none = dec::make_plan(1, 1, 1 << 16, 32, 8, 128, 132, 2, 0);
+  EXPECT_EQ(none.splits, 1);
+  EXPECT_EQ(none.workspace_bytes, 0u);
+  const dec::Plan half = dec::make_plan(1, 1, 1 << 16, 32, 8, 128, 132, 2, full.workspace_bytes / 2);
+  EXPECT_GT(half.splits, 1);
+  EXPECT_LE(half.workspace_bytes, full.workspace_bytes / 2);
+}
+
+TEST(DecodePlan, SharedMemoryDecidesCtasPerSm) {
+  EXPECT_EQ(dec::ctas_per_sm(128, 228 * 1024), 2);  // H100
+  EXPECT_EQ(dec::ctas_per_sm(64, 228 * 1024), 4);
+  EXPECT_EQ(dec::ctas_per_sm(256, 228 * 1024), 1);
+  EXPECT_EQ(dec::ctas_per_sm(128, 100 * 1024), 0);  // sm_86/89: the prefill family runs instead
+}

@@ -191,6 +191,7 @@ std::string describe(const AttnCase& c) {
   if (c.kv_batch_broadcast) o << " kv-batch-stride-0";
   if (c.stream) o << " stream";
   if (c.capture_graph) o << " graph";
+  if (c.workspace != AttnWorkspace::Full) o << (c.workspace == AttnWorkspace::None ? " no-workspace" : " half-workspace");
   if (c.use_c_abi) o << " C-ABI";
   if (c.mutate) o << " mutated-args";
   return o.str();
@@ -238,11 +239,25 @@ AttnOutcome run_attention_case(const AttnCase& c) {
   tessera::AttentionArgs args = make_args(c, in, obuf.c() + kGuardBytes,
                                           c.with_lse ? reinterpret_cast<float*>(lbuf.c() + kGuardBytes) : nullptr);
   if (c.mutate) c.mutate(args);
+  size_t ws_bytes = 0;
+  DeviceBuffer wbuf;
+  if (c.workspace != AttnWorkspace::None && c.expect == TESSERA_STATUS_SUCCESS) {
+    const tessera::Status ws = tessera::attention_workspace_size(args, &ws_bytes);
+    if (!ws.ok()) {
+      problems += "attention_workspace_size: " + ws.message + "; ";
+      return out;
+    }
+    if (c.workspace == AttnWorkspace::Half) ws_bytes /= 2;
+    if (ws_bytes > 0) {
+      TT_CUDA(wbuf.alloc(ws_bytes));
+      TT_CUDA(cudaMemsetAsync(wbuf.p, kPoisonByte, ws_bytes, s));
+    }
+  }
   auto call = [&]() -> tessera::Status {
-    if (!c.use_c_abi) return tessera::attention(args, s);
+    if (!c.use_c_abi) return tessera::attention(args, s, wbuf.p, ws_bytes);
     const tessera_attention_args_t ca = tessera::to_c(args);
     tessera::Status r;
-    r.code = tessera_attention(&ca, s);
+    r.code = tessera_attention_with_workspace(&ca, wbuf.p, ws_bytes, s);
     r.message = tessera_last_error();
     return r;
   };

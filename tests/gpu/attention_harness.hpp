@@ -32,6 +32,10 @@ enum class AttnLayout {
 };
 const char* layout_name(AttnLayout l);
 
+// The workspace a case passes: none, what attention_workspace_size() asks for, or half of that
+// (decode shapes then run with fewer key splits). Poisoned with NaN before the call.
+enum class AttnWorkspace { None, Full, Half };
+
 struct AttnCase {
   tessera::DType dtype = tessera::DType::BF16;
   int64_t batch = 2, sq = 1, sk = 1, hq = 2, hkv = 2, d = 64;
@@ -42,7 +46,8 @@ struct AttnCase {
   bool kv_batch_broadcast = false;  // K and V with batch stride 0: one K/V for every batch
   cudaStream_t stream = nullptr;
   bool capture_graph = false;  // capture the call into a CUDA graph on `stream` and replay it
-  bool use_c_abi = false;      // tessera_attention instead of tessera::attention
+  bool use_c_abi = false;      // tessera_attention_with_workspace instead of tessera::attention
+  AttnWorkspace workspace = AttnWorkspace::Full;
   // Applied to the (valid) args just before the call, e.g. to break a rule on real memory.
   std::function<void(tessera::AttentionArgs&)> mutate;
   tessera_status_t expect = TESSERA_STATUS_SUCCESS;

@@ -29,6 +29,7 @@ namespace tt = tessera_test;
 using tessera::DType;
 using tt::AttnCase;
 using tt::AttnLayout;
+using tt::AttnWorkspace;
 
 const int64_t kHeadDims[] = {64, 96, 128, 256};
 const DType kDtypes[] = {DType::F16, DType::BF16};
@@ -221,6 +222,68 @@ TEST_P(AttnGqa, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, AttnGqa, ::testing::ValuesIn(gqa_params()), gqa_name);
+
+// ---- decode shapes: seqlen_q <= 16 runs the decode family (packed GQA rows, split keys) ------------
+
+struct DecodeParam {
+  int64_t batch, sq, sk, hq, hkv, d;
+  DType dtype;
+  bool causal;
+  AttnLayout layout;
+  AttnWorkspace ws;
+};
+
+std::vector<DecodeParam> decode_params() {
+  // One token against caches below, at and past a 16-key block and long enough to split; a few
+  // tokens (speculative decoding; causal: bottom-right, rows differ by a key); 16 tokens (the
+  // longest decode query: 8 row tiles at 8 query heads per KV head); Sq > Sk (causal: rows without
+  // keys). Heads: MHA, GQA 32/8 and an odd group (12/1).
+  const std::pair<int64_t, int64_t> seqs[] = {{1, 1}, {1, 17}, {1, 1000}, {1, 8193}, {3, 4100}, {16, 2048}, {5, 3}};
+  const std::pair<int64_t, int64_t> heads[] = {{4, 4}, {32, 8}, {12, 1}};
+  const AttnWorkspace ws[] = {AttnWorkspace::Full, AttnWorkspace::Full, AttnWorkspace::None, AttnWorkspace::Half};
+  std::vector<DecodeParam> v;
+  int i = 0;
+  for (int64_t d : kHeadDims)
+    for (auto [hq, hkv] : heads)
+      for (auto [sq, sk] : seqs)
+        for (bool causal : {false, true}) {
+          v.push_back({i % 3 == 0 ? 1 : 3, sq, sk, hq, hkv, d, kDtypes[i % 2], causal, kLayouts[i % 3], ws[i % 4]});
+          ++i;
+        }
+  return v;
+}
+
+std::string decode_name(const ::testing::TestParamInfo<DecodeParam>& info) {
+  const DecodeParam& p = info.param;
+  const char* ws[] = {"nows", "ws", "halfws"};
+  return "b" + std::to_string(p.batch) + "_" + std::to_string(p.sq) + "x" + std::to_string(p.sk) + "_h" +
+         std::to_string(p.hq) + "x" + std::to_string(p.hkv) + "_d" + std::to_string(p.d) + "_" + dtype_str(p.dtype) +
+         (p.causal ? "_causal_" : "_full_") + tt::layout_name(p.layout) + "_" + ws[int(p.ws)];
+}
+
+class AttnDecode : public AttnGpuParamTest<DecodeParam> {
+ protected:
+  static void SetUpTestSuite() { label("AttnDecode"); }
+  static void TearDownTestSuite() { tt::print_summary("AttnDecode"); }
+};
+
+TEST_P(AttnDecode, MatchesReference) {
+  const DecodeParam& p = GetParam();
+  AttnCase c;
+  c.batch = p.batch;
+  c.sq = p.sq;
+  c.sk = p.sk;
+  c.hq = p.hq;
+  c.hkv = p.hkv;
+  c.d = p.d;
+  c.dtype = p.dtype;
+  c.causal = p.causal;
+  c.layout = p.layout;
+  c.workspace = p.ws;
+  check("AttnDecode", "decode d" + std::to_string(p.d) + " " + dtype_str(p.dtype), c);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, AttnDecode, ::testing::ValuesIn(decode_params()), decode_name);
 
 // ---- tile boundaries, odd sizes, scales, broadcast K/V, no LSE ------------------------------------
 
@@ -444,6 +507,31 @@ TEST_F(AttnInvalid, RefusedWithoutWriting) {
       tt::record_result("AttnInvalid", c_abi ? "refused (C ABI)" : "refused (C++)", o.passed(), false, 0, 0);
       EXPECT_TRUE(o.passed()) << r.what << ": " << tt::describe(c) << "\n  " << o.problems;
     }
+}
+
+// Decode calls on a non-default stream, captured into a graph, through the C ABI and under an SM
+// budget (launches of at most max_sms CTAs, the split combine included).
+TEST_F(AttnEdge, DecodeStreamsGraphsAbiBudget) {
+  for (int variant = 0; variant < 4; ++variant) {
+    AttnCase c;
+    c.batch = 1;
+    c.sq = 2;
+    c.sk = 5000;
+    c.hq = 16;
+    c.hkv = 2;
+    c.d = 128;
+    c.causal = true;
+    cudaStream_t s = nullptr;
+    if (variant <= 1) {
+      ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    }
+    c.stream = s;
+    c.capture_graph = variant == 1;
+    c.use_c_abi = variant == 2;
+    if (variant == 3) c.mutate = [](tessera::AttentionArgs& a) { a.max_sms = 3; };
+    check("AttnEdge", "decode variant " + std::to_string(variant), c);
+    if (s) cudaStreamDestroy(s);
+  }
 }
 
 }  // namespace

@@ -348,6 +348,35 @@ def test_attention_gqa_seqlens_layouts(layout, b, sq, sk, hq, hkv, causal):
 
 
 @gpu
+@pytest.mark.parametrize("layout", ["bshd", "bhsd"])
+@pytest.mark.parametrize("b, sq, sk, hq, hkv, d", [(1, 1, 9000, 32, 8, 128), (3, 4, 2000, 8, 8, 64),
+                                                   (2, 16, 700, 12, 1, 96), (1, 2, 40000, 4, 2, 256)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_decode_shapes(layout, b, sq, sk, hq, hkv, d, causal):
+    # seqlen_q <= 16: the decode family (split keys through the cached workspace), eager and op.
+    q, k, v = attn_inputs(b, sq, sk, hq, hkv, d, torch.bfloat16, layout)
+    check_attention(q, k, v, causal, None, layout, torch.bfloat16)
+    o_op, _ = torch.ops.tessera.attention(q, k, v, causal, 0.0, False, layout)  # the op's own workspace
+    torch.testing.assert_close(o_op, tessera.attention(q, k, v, causal=causal, layout=layout), rtol=0, atol=0)
+
+
+@gpu
+def test_attention_decode_in_a_cuda_graph():
+    q, k, v = attn_inputs(1, 1, 20000, 16, 2, 128, torch.float16, "bshd")
+    tessera.attention(q, k, v)  # outside the capture first: the eager workspace cache is set up
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        out = tessera.attention(q, k, v)
+    q.copy_(attn_inputs(1, 1, 20000, 16, 2, 128, torch.float16, "bshd")[0])  # new inputs, same buffers
+    expect = tessera.attention(q, k, v)
+    g.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, expect, rtol=0, atol=0)
+
+
+@gpu
 def test_attention_strided_inputs_from_packed_qkv():
     qkv = rand(2, 150, 3, 4, 64)  # [B, S, 3, H, D]: q, k, v are strided views (no copies)
     q, k, v = qkv.unbind(2)

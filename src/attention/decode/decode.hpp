@@ -1,0 +1,80 @@
+// The decode attention family (decode/kernel.cuh): a few query tokens (Sq <= kMaxSeqlenQ, e.g. one
+// new token per sequence, or a speculative draft) against a long K/V. Host side: when it runs, how
+// the work is split (plain C++, CPU-tested), and the launcher.
+//
+// The query heads that share a KV head and the Sq tokens are packed into the rows of one 16-row tile
+// (packed row = token * group + head in group), so each K/V block is read once per KV head rather
+// than once per query head. When (batch x KV heads x row tiles) cannot fill the GPU, the keys are split
+// across CTAs ("split-KV"): each writes its rows' normalised partial O and log-sum-exp to the
+// workspace, and a second kernel combines them, weighting each split by exp(lse_split - lse), in
+// split order (deterministic).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "attention/params.hpp"
+
+namespace tessera::attn::decode {
+
+constexpr int kMaxSeqlenQ = 16;  // longer query sequences go to the prefill families
+constexpr int kRows = 16;        // packed query rows per CTA (one m16 MMA tile)
+constexpr int kWarps = 4;        // per CTA; each warp walks its own key blocks
+constexpr int kBlockN = 16;      // keys per warp step
+constexpr int kMaxSplits = 128;
+constexpr int kPrefetchBytes = 64 * 1024;  // K/V a CTA asks of L2 at entry beyond its ring (kernel.cuh)
+// A split covers at least this many key blocks per warp: shorter ones would spend more on the
+// combine's reads and writes than they save.
+constexpr int kMinBlocksPerWarp = 2;
+
+// Shared memory of a CTA at head dim d: per warp, a ring of `stages` K and V blocks; Q once.
+constexpr int stages_for(int d) { return d > 128 ? 2 : 3; }
+constexpr int smem_bytes(int d) { return (kWarps * stages_for(d) * 2 * kBlockN + kRows) * d * 2; }
+
+// How a call is cut into CTAs.
+struct Plan {
+  int group = 1;             // query heads per KV head
+  int rows = 1;              // packed query rows per (batch, KV head): seqlen_q * group
+  int row_tiles = 1;         // ceil(rows / kRows)
+  int splits = 1;            // key ranges per (batch, KV head, row tile)
+  int blocks_per_split = 1;  // key blocks (kBlockN keys) per split
+  int64_t ctas = 0;          // batch * heads_kv * row_tiles * splits
+  size_t workspace_bytes = 0;  // what `splits` needs (0 when 1)
+};
+
+// Bytes of workspace for `splits` key ranges: each packed row's fp32 O (d values) and LSE per split.
+size_t workspace_bytes(int64_t batch, int64_t heads_kv, int row_tiles, int splits, int d);
+
+// The plan for a problem on `sms` SMs (the SM budget where one is set) holding `ctas_per_sm` CTAs
+// each, given `workspace_bytes` of workspace (SIZE_MAX: as much as the plan wants): when batch x KV
+// heads x row tiles cannot fill the GPU's CTA slots, as many splits as keep every CTA in the first
+// wave (a second, partial wave of memory-bound CTAs costs more than one split fewer), each split at
+// least kMinBlocksPerWarp key blocks per warp, and no more splits than the workspace holds.
+Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int d, int sms,
+               int ctas_per_sm, size_t workspace_bytes);
+
+// CTAs of the decode kernel one SM holds at head dim d (its shared memory; 0: it does not fit).
+int ctas_per_sm(int d, int smem_per_sm);
+
+// The two kernels' parameters beyond AttnParams.
+struct DecodeParams {
+  AttnParams a;
+  int group = 1, rows = 1, row_tiles = 1, splits = 1, blocks_per_split = 1;
+  int64_t block0 = 0;     // first CTA of this launch (SM budget: launches of at most max_sms CTAs)
+  float* part_o = nullptr;    // [splits][batch * heads_kv * row_tiles * kRows][d] fp32 (splits > 1)
+  float* part_lse = nullptr;  // [splits][batch * heads_kv * row_tiles * kRows] fp32, base 2
+};
+
+// Runs the plan: the decode kernel, then (splits > 1) the combine; `workspace` holds
+// plan.workspace_bytes. max_sms: the SM budget (0 = every SM). dependent_launch: the combine as a
+// programmatic dependent launch (cc 9.x; it waits for the splits in the kernel).
+cudaError_t run(int d, bool bf16, bool causal, const AttnParams& p, const Plan& plan, void* workspace, int max_sms,
+                bool dependent_launch, cudaStream_t stream);
+
+// The per-head-dim launchers (one translation unit each: decode_d<d>.cu).
+template <int D, bool BF16>
+cudaError_t launch(const DecodeParams& p, bool causal, int64_t ctas, int max_sms, bool dependent_launch,
+                   cudaStream_t stream);
+
+}  // namespace tessera::attn::decode

@@ -1,0 +1,314 @@
+// Decode attention (decode.hpp): a CTA takes the 16 packed query rows of one row tile of one
+// (batch, KV head) and one split of the keys; its four warps walk interleaved 16-key blocks of the
+// split (warp w: blocks w, w + 4, ...), each warp on its own:
+//   K and V blocks stream through the warp's own smem ring (cp.async, `stages` deep, a __syncwarp
+//   per block: no CTA barrier in the loop), S = Q K^T on mma.sync m16n8k16 (Q from smem by
+//   ldmatrix), the masks, the online softmax in exp2 with the scale folded in, P in registers as
+//   the A operand of O += P V (V by ldmatrix.trans).
+// Then the warps' (max, sum, O) meet in smem (re-using the rings) and one pass per row merges them:
+// O / sum and the LSE go to the output (one split) or to the workspace (several), which the combine
+// kernel reduces. The kernel is memory-bound on K and V: 16-row tiles keep the tensor core mostly
+// idle, and the rows that padding adds cost no traffic.
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "attention/common.cuh"
+#include "attention/decode/decode.hpp"
+#include "attention/sm80/kernel.cuh"
+#include "core/dependent_launch.cuh"
+
+namespace tessera::attn::decode {
+
+using namespace cute;
+
+template <int D_, bool BF16>
+struct Traits {
+  static constexpr int D = D_, kStages = stages_for(D_), kThreads = 32 * kWarps;
+  using Element = typename sm80::ElementOf<BF16>::type;
+  // The sm80 family's swizzled rows (sm80/kernel.cuh), at 16 rows: conflict-free ldmatrix.
+  static constexpr int kAtomCols = D % 64 == 0 ? 64 : 32;
+  using SmemAtom = decltype(composition(Swizzle<kAtomCols == 64 ? 3 : 2, 3, 3>{},
+                                        Layout<Shape<_8, Int<kAtomCols>>, Stride<Int<kAtomCols>, _1>>{}));
+  using SmemLayoutTile = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kRows>, Int<D>>{}));  // (16,D): Q, a K or V block
+  using SmemLayoutVt = decltype(composition(SmemLayoutTile{}, make_layout(Shape<Int<D>, Int<kBlockN>>{}, GenRowMajor{})));
+  static_assert(kRows == kBlockN, "Q tiles and K/V blocks share one smem layout");
+  // One warp: a 16 x 16 x 16 tile of m16n8k16 atoms (N = 16 so that ldmatrix.x4 feeds two atoms).
+  using TiledMma = decltype(make_tiled_mma(MMA_Atom<typename sm80::ElementOf<BF16>::MmaOp>{}, Layout<Shape<_1, _1, _1>>{},
+                                           Tile<_16, _16, _16>{}));
+  // gmem -> smem of one block by one warp: 16-byte vectors, lanes along D first.
+  static constexpr int kThrPerRow = kAtomCols / 8;
+  using GmemCopy = decltype(make_tiled_copy(Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<uint128_t>, Element>{},
+                                            Layout<Shape<Int<32 / kThrPerRow>, Int<kThrPerRow>>, Stride<Int<kThrPerRow>, _1>>{},
+                                            Layout<Shape<_1, _8>>{}));
+  static constexpr int kTileElems = int(cosize_v<SmemLayoutTile>);
+  static_assert(smem_bytes(D) == (1 + kWarps * kStages * 2) * kTileElems * 2, "decode.hpp's smem formula");
+  // The merge area (after the loop, over the rings): each warp's O (16 x D fp32), max and sum.
+  static_assert(kWarps * kRows * (D + 2) * 4 <= kWarps * kStages * 2 * kTileElems * 2, "merge area fits the rings");
+};
+
+// This CTA's place: (batch, KV head, row tile, split), splits fastest so that neighbouring CTAs read
+// neighbouring keys.
+struct Place {
+  int b, hkv, tile, split;
+  int64_t ws_row0;  // the tile's first row in the workspace's (batch, KV head, packed row) order
+};
+__device__ __forceinline__ Place place_of(const DecodeParams& p) {
+  int64_t c = p.block0 + blockIdx.x;
+  Place w;
+  w.split = int(c % p.splits);
+  c /= p.splits;
+  w.tile = int(c % p.row_tiles);
+  c /= p.row_tiles;
+  w.hkv = int(c % p.a.heads_kv);
+  w.b = int(c / p.a.heads_kv);
+  w.ws_row0 = ((int64_t(w.b) * p.a.heads_kv + w.hkv) * p.row_tiles + w.tile) * kRows;
+  return w;
+}
+
+// Fetches the 128-byte line at p into L2 (no registers, nothing to wait for).
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
+// Packed row r of (b, hkv) -> its query token and head.
+struct Row {
+  int token, head;
+};
+__device__ __forceinline__ Row row_of(const DecodeParams& p, int hkv, int r) {
+  return {r / p.group, hkv * p.group + r % p.group};
+}
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p, bool causal) {
+  using Element = typename T::Element;
+  constexpr int D = T::D, kStages = T::kStages;
+  extern __shared__ __align__(128) unsigned char smem[];
+  allow_dependent_launch();  // the combine (a dependent launch) may take free SMs and wait there
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const Place w = place_of(p);
+  const AttnParams& a = p.a;
+  const int row0 = w.tile * kRows;
+
+  // Q: the tile's 16 packed rows -> smem, zeros past the last row (16-byte loads; a swizzle keeps
+  // 8-element groups whole).
+  Element* smem_e = reinterpret_cast<Element*>(smem);
+  Tensor sQ = make_tensor(make_smem_ptr(smem_e), typename T::SmemLayoutTile{});  // (16,D)
+  for (int i = tid; i < kRows * (D / 8); i += T::kThreads) {
+    const int r = i / (D / 8), c = (i % (D / 8)) * 8;
+    uint4 v = {0, 0, 0, 0};
+    if (row0 + r < p.rows) {
+      const Row q = row_of(p, w.hkv, row0 + r);
+      v = *reinterpret_cast<const uint4*>(static_cast<const Element*>(a.q) + w.b * a.q_stride[0] +
+                                          q.token * a.q_stride[1] + q.head * a.q_stride[2] + c);
+    }
+    *reinterpret_cast<uint4*>(&sQ(r, c)) = v;
+  }
+
+  // This warp's ring and its K / V blocks of (b, hkv).
+  Element* ring = smem_e + T::kTileElems * (1 + warp * kStages * 2);
+  auto sK = [&](int s) { return make_tensor(make_smem_ptr(ring + s * 2 * T::kTileElems), typename T::SmemLayoutTile{}); };
+  auto sV = [&](int s) { return make_tensor(make_smem_ptr(ring + (s * 2 + 1) * T::kTileElems), typename T::SmemLayoutTile{}); };
+  auto sVt = [&](int s) { return make_tensor(make_smem_ptr(ring + (s * 2 + 1) * T::kTileElems), typename T::SmemLayoutVt{}); };
+  const Element* k_ptr = static_cast<const Element*>(a.k) + w.b * a.k_stride[0] + w.hkv * a.k_stride[2];
+  const Element* v_ptr = static_cast<const Element*>(a.v) + w.b * a.v_stride[0] + w.hkv * a.v_stride[2];
+  Tensor mK = make_tensor(make_gmem_ptr(k_ptr), make_shape(a.seqlen_k, Int<D>{}), make_stride(a.k_stride[1], _1{}));
+  Tensor mV = make_tensor(make_gmem_ptr(v_ptr), make_shape(a.seqlen_k, Int<D>{}), make_stride(a.v_stride[1], _1{}));
+  Tensor gK = local_tile(mK, Shape<Int<kBlockN>, Int<D>>{}, make_coord(_, 0));  // (16,D,blocks)
+  Tensor gV = local_tile(mV, Shape<Int<kBlockN>, Int<D>>{}, make_coord(_, 0));
+  Tensor cK = local_tile(make_identity_tensor(shape(mK)), Shape<Int<kBlockN>, Int<D>>{}, make_coord(_, 0));
+  typename T::GmemCopy g2s;
+  auto thr_g2s = g2s.get_slice(lane);
+  Tensor tKgK = thr_g2s.partition_S(gK);  // (CPY,CPY_N,CPY_D,blocks)
+  Tensor tVgV = thr_g2s.partition_S(gV);
+  Tensor tKcK = thr_g2s.partition_S(cK);
+
+  // The split's key blocks, and this warp's share of them.
+  const int key_blocks = (a.seqlen_k + kBlockN - 1) / kBlockN;
+  const int first = w.split * p.blocks_per_split + warp;
+  const int last = min(key_blocks, (w.split + 1) * p.blocks_per_split);  // one past
+  const int steps = first < last ? (last - first + kWarps - 1) / kWarps : 0;
+  auto load = [&](int step) {  // block of this warp's `step` -> ring slot step % kStages
+    if (step < steps) {
+      const int n = first + step * kWarps, s = step % kStages;
+      copy_rows(g2s, tKgK(_, _, _, n), thr_g2s.partition_D(sK(s)), tKcK(_, _, _, n), a.seqlen_k);
+      copy_rows(g2s, tVgV(_, _, _, n), thr_g2s.partition_D(sV(s)), tKcK(_, _, _, n), a.seqlen_k);
+    }
+    cp_async_fence();  // an empty group past the end keeps the wait counts uniform
+  };
+  for (int s = 0; s < kStages - 1; ++s) load(s);
+  // The blocks after the ring's first fill, up to kPrefetchBytes per CTA, asked of L2 now: a short
+  // split (a few blocks per warp) then waits for DRAM about once instead of once per ring refill.
+  constexpr int kRowLines = (D * 2 + 127) / 128, kPrefetchSteps = kPrefetchBytes / (kWarps * kBlockN * D * 2 * 2);
+  for (int i = lane; i < kPrefetchSteps * kBlockN * kRowLines; i += 32) {
+    const int step = kStages - 1 + i / (kBlockN * kRowLines), row = i / kRowLines % kBlockN, line = i % kRowLines;
+    const int64_t key = int64_t(first + step * kWarps) * kBlockN + row;
+    if (step < steps && key < a.seqlen_k) {
+      prefetch_l2(k_ptr + key * a.k_stride[1] + line * 64);
+      prefetch_l2(v_ptr + key * a.v_stride[1] + line * 64);
+    }
+  }
+
+  typename T::TiledMma mma;
+  auto thr_mma = mma.get_slice(lane);
+  Tensor tSrQ = thr_mma.partition_fragment_A(sQ);     // (MMA,1,D/16)
+  Tensor tSrK = thr_mma.partition_fragment_B(sK(0));  // (MMA,2,D/16)
+  Tensor tOrVt = thr_mma.partition_fragment_B(sVt(0));  // (MMA,D/8,1)
+  Tensor acc_o = partition_fragment_C(mma, Shape<Int<kRows>, Int<D>>{});  // (MMA,1,D/8) fp32
+  clear(acc_o);
+  auto s2r_q = make_tiled_copy_A(Copy_Atom<SM75_U32x4_LDSM_N, Element>{}, mma);
+  auto s2r_k = make_tiled_copy_B(Copy_Atom<SM75_U32x4_LDSM_N, Element>{}, mma);
+  auto s2r_v = make_tiled_copy_B(Copy_Atom<SM75_U16x8_LDSM_T, Element>{}, mma);
+  Tensor tSsQ = s2r_q.get_slice(lane).partition_S(sQ);
+  Tensor tSrQ_v = s2r_q.get_slice(lane).retile_D(tSrQ);
+  Tensor tSrK_v = s2r_k.get_slice(lane).retile_D(tSrK);
+  Tensor tOrVt_v = s2r_v.get_slice(lane).retile_D(tOrVt);
+
+  // Each S element's (packed row, key in block), viewed (rows, cols); a row's last visible key.
+  Tensor tScS = thr_mma.partition_C(make_identity_tensor(Shape<Int<kRows>, Int<kBlockN>>{}));
+  Tensor tScS_rc = make_tensor(tScS.data(), sm80::rowcol(tScS.layout()));
+  constexpr int kThrRows = decltype(size<0>(sm80::rowcol(acc_o.layout())))::value;  // 2: rows g and g + 8
+  int key_end[kThrRows];
+  CUTE_UNROLL
+  for (int r = 0; r < kThrRows; ++r) {
+    const int pr = row0 + get<0>(tScS_rc(r, 0));
+    key_end[r] = causal ? min(a.seqlen_k, (pr / p.group) + a.seqlen_k - a.seqlen_q + 1) : a.seqlen_k;
+  }
+  OnlineSoftmax<kThrRows> softmax;
+  softmax.init();
+  __syncthreads();  // sQ written
+
+  for (int step = 0; step < steps; ++step) {
+    cp_async_wait<kStages - 2>();
+    __syncwarp();  // the block landed for every lane; every lane is done with the slot refilled next
+    load(step + kStages - 1);
+    const int s = step % kStages, col0 = (first + step * kWarps) * kBlockN;
+
+    Tensor acc_s = partition_fragment_C(mma, Shape<Int<kRows>, Int<kBlockN>>{});  // (MMA,1,2) fp32
+    clear(acc_s);
+    Tensor tSsK = s2r_k.get_slice(lane).partition_S(sK(s));
+    CUTE_UNROLL
+    for (int kb = 0; kb < size<2>(tSrQ); ++kb) {
+      copy(s2r_q, tSsQ(_, _, kb), tSrQ_v(_, _, kb));
+      copy(s2r_k, tSsK(_, _, kb), tSrK_v(_, _, kb));
+      cute::gemm(mma, tSrQ(_, _, kb), tSrK(_, _, kb), acc_s);
+    }
+    Tensor sc = make_tensor(acc_s.data(), sm80::rowcol(acc_s.layout()));  // (rows, cols)
+    CUTE_UNROLL
+    for (int r = 0; r < size<0>(sc); ++r)
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(sc); ++c)
+        if (col0 + get<1>(tScS_rc(r, c)) >= key_end[r]) sc(r, c) = -INFINITY;
+    QueryBlock unused{};
+    if (softmax.template update<false>(sc, tScS_rc, unused, col0, false, a)) {
+      Tensor o_rc = make_tensor(acc_o.data(), sm80::rowcol(acc_o.layout()));
+      softmax.rescale(o_rc);
+    }
+    Tensor tOrP32 = make_tensor(acc_s.data(), sm80::acc_as_a(acc_s.layout()));  // (MMA,1,1) fp32
+    Tensor tOrP = make_tensor_like<Element>(tOrP32(_, _, 0));
+    CUTE_UNROLL
+    for (int i = 0; i < size(tOrP); ++i) tOrP(i) = Element(tOrP32(_, _, 0)(i));
+    copy(s2r_v, s2r_v.get_slice(lane).partition_S(sVt(s))(_, _, 0), tOrVt_v(_, _, 0));
+    cute::gemm(mma, tOrP, tOrVt(_, _, 0), acc_o);
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // every warp is done with its ring: the merge area overlays them
+
+  // The warps' states -> smem: O unnormalised (16 x D fp32 each), max (scaled, base 2) and sum.
+  float* m_o = reinterpret_cast<float*>(smem_e + T::kTileElems);  // [kWarps][16][D]
+  float* m_max = m_o + kWarps * kRows * D;                         // [kWarps][16]
+  float* m_sum = m_max + kWarps * kRows;                           // [kWarps][16]
+  Tensor o_rc = make_tensor(acc_o.data(), sm80::rowcol(acc_o.layout()));
+  Tensor tOcO = thr_mma.partition_C(make_identity_tensor(Shape<Int<kRows>, Int<D>>{}));
+  Tensor tOcO_rc = make_tensor(tOcO.data(), sm80::rowcol(tOcO.layout()));
+  CUTE_UNROLL
+  for (int r = 0; r < kThrRows; ++r) {
+    const int row = get<0>(tOcO_rc(r, 0));
+    CUTE_UNROLL
+    for (int c = 0; c < size<1>(o_rc); ++c) m_o[(warp * kRows + row) * D + get<1>(tOcO_rc(r, c))] = o_rc(r, c);
+    const float sum = quad_sum(softmax.row_sum[r]);
+    if (lane % 4 == 0) {
+      m_max[warp * kRows + row] = softmax.row_max[r] == -INFINITY ? -INFINITY : softmax.row_max[r] * a.scale_log2;
+      m_sum[warp * kRows + row] = sum;
+    }
+  }
+  __syncthreads();
+
+  // One thread per (row, 8 consecutive d): the warps' weights 2^(max_w - max), then O and the LSE.
+  for (int i = tid; i < kRows * (D / 8); i += T::kThreads) {
+    const int r = i / (D / 8), c = (i % (D / 8)) * 8;
+    if (row0 + r >= p.rows) continue;
+    float mx = -INFINITY;
+    CUTE_UNROLL
+    for (int k = 0; k < kWarps; ++k) mx = fmaxf(mx, m_max[k * kRows + r]);
+    float weight[kWarps], sum = 0.0f;
+    CUTE_UNROLL
+    for (int k = 0; k < kWarps; ++k) {
+      weight[k] = mx == -INFINITY ? 0.0f : fast_exp2(m_max[k * kRows + r] - mx);
+      sum += weight[k] * m_sum[k * kRows + r];
+    }
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    float o[8];
+    CUTE_UNROLL
+    for (int e = 0; e < 8; ++e) {
+      float v = 0.0f;
+      CUTE_UNROLL
+      for (int k = 0; k < kWarps; ++k) v += weight[k] * m_o[(k * kRows + r) * D + c + e];
+      o[e] = v * inv;
+    }
+    const float lse2 = sum > 0.0f ? mx + __log2f(sum) : -INFINITY;  // base 2
+    const Row q = row_of(p, w.hkv, row0 + r);
+    if (p.splits == 1) {
+      Element out[8];
+      CUTE_UNROLL
+      for (int e = 0; e < 8; ++e) out[e] = Element(o[e]);
+      *reinterpret_cast<uint4*>(static_cast<Element*>(a.o) + w.b * a.o_stride[0] + q.token * a.o_stride[1] +
+                                q.head * a.o_stride[2] + c) = *reinterpret_cast<const uint4*>(out);
+      if (a.lse && c == 0)
+        a.lse[(int64_t(w.b) * a.heads_q + q.head) * a.seqlen_q + q.token] = lse2 * 0.69314718055994530942f;
+    } else {
+      const int64_t ws_rows = int64_t(a.batch) * a.heads_kv * p.row_tiles * kRows;
+      const int64_t row = w.split * ws_rows + w.ws_row0 + r;
+      float4* dst = reinterpret_cast<float4*>(p.part_o + row * D + c);
+      dst[0] = make_float4(o[0], o[1], o[2], o[3]);
+      dst[1] = make_float4(o[4], o[5], o[6], o[7]);
+      if (c == 0) p.part_lse[row] = lse2;
+    }
+  }
+}
+
+// The combine: one warp per output row (b, query head, token): the splits' LSEs -> weights, then
+// O = sum of weight x partial O, in split order; O and the LSE to the outputs.
+template <class Element, int D>
+__global__ void __launch_bounds__(128) combine_kernel(DecodeParams p) {
+  static_assert(D % 32 == 0, "lanes over D");
+  wait_for_prior_grid();  // the splits' partials (a dependent launch; else a no-op)
+  const AttnParams& a = p.a;
+  const int64_t out_row = (p.block0 + blockIdx.x) * 4 + threadIdx.x / 32;  // over (b, head, token)
+  const int lane = threadIdx.x % 32;
+  if (out_row >= int64_t(a.batch) * a.heads_q * a.seqlen_q) return;
+  const int token = int(out_row % a.seqlen_q), head = int(out_row / a.seqlen_q % a.heads_q);
+  const int b = int(out_row / (int64_t(a.seqlen_q) * a.heads_q));
+  const int hkv = head / p.group, r = token * p.group + head % p.group;
+  const int64_t ws_rows = int64_t(a.batch) * a.heads_kv * p.row_tiles * kRows;
+  const int64_t row = (int64_t(b) * a.heads_kv + hkv) * p.row_tiles * kRows + r;
+  float mx = -INFINITY;
+  for (int s = 0; s < p.splits; ++s) mx = fmaxf(mx, p.part_lse[s * ws_rows + row]);
+  constexpr int kPer = D / 32;  // elements per lane (D = 96: 3)
+  float o[kPer] = {}, sum = 0.0f;
+  for (int s = 0; s < p.splits; ++s) {
+    const float l = p.part_lse[s * ws_rows + row];
+    const float wgt = mx == -INFINITY ? 0.0f : exp2f(l - mx);
+    sum += wgt;
+    const float* src = p.part_o + (s * ws_rows + row) * D;
+    CUTE_UNROLL
+    for (int e = 0; e < kPer; ++e) o[e] += wgt * src[lane + 32 * e];
+  }
+  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+  Element* dst = static_cast<Element*>(a.o) + b * a.o_stride[0] + token * a.o_stride[1] + head * a.o_stride[2];
+  CUTE_UNROLL
+  for (int e = 0; e < kPer; ++e) dst[lane + 32 * e] = Element(o[e] * inv);
+  if (a.lse && lane == 0)
+    a.lse[(int64_t(b) * a.heads_q + head) * a.seqlen_q + token] =
+        sum > 0.0f ? (mx + __log2f(sum)) * 0.69314718055994530942f : -INFINITY;
+}
+
+}  // namespace tessera::attn::decode

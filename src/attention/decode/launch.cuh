@@ -1,0 +1,61 @@
+// Definition of the decode family's launcher; included only by decode_d<d>.cu.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "attention/decode/decode.hpp"
+#include "attention/decode/kernel.cuh"
+
+namespace tessera::attn::decode {
+
+// Launches `blocks` CTAs of `kernel` as one grid, or under an SM budget as grids of at most
+// `max_sms` CTAs one after another (launch_kernel.cuh: no CTA waits for another). `dependent`: a
+// programmatic dependent launch (the kernel waits for the previous grid itself).
+template <class... Params, class... Args>
+cudaError_t launch_chunks(void (*kernel)(Params...), int64_t blocks, int threads, int smem, int max_sms, bool dependent,
+                          cudaStream_t stream, DecodeParams p, Args... args) {
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = dependent ? 1 : 0;
+  const int64_t chunk = max_sms > 0 ? max_sms : blocks;
+  for (int64_t first = 0; first < blocks; first += chunk) {
+    p.block0 = first;
+    cfg.gridDim = dim3(unsigned(std::min(chunk, blocks - first)));
+    if (cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, p, args...); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+template <int D, bool BF16>
+cudaError_t launch(const DecodeParams& p, bool causal, int64_t ctas, int max_sms, bool dependent_launch,
+                   cudaStream_t stream) {
+  using T = Traits<D, BF16>;
+  static std::atomic<unsigned long long> configured{0};  // per device: the smem limit was raised
+  int dev = 0;
+  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
+  const unsigned long long bit = 1ull << (dev & 63);
+  if (!(configured.load(std::memory_order_acquire) & bit)) {
+    if (cudaError_t e = cudaFuncSetAttribute(decode_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes(D));
+        e != cudaSuccess)
+      return e;
+    configured.fetch_or(bit, std::memory_order_acq_rel);
+  }
+  if (cudaError_t e = launch_chunks(decode_kernel<T>, ctas, T::kThreads, smem_bytes(D), max_sms, false, stream, p, causal);
+      e != cudaSuccess || p.splits == 1)
+    return e;
+  // The combine launches while the splits run and waits for them in the kernel (one launch gap less;
+  // under an SM budget the chunks stay plain launches, one after another).
+  const int64_t rows = int64_t(p.a.batch) * p.a.heads_q * p.a.seqlen_q;
+  return launch_chunks(combine_kernel<typename T::Element, D>, (rows + 3) / 4, 128, 0, max_sms,
+                       dependent_launch && max_sms == 0, stream, p);
+}
+
+}  // namespace tessera::attn::decode

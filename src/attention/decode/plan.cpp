@@ -1,0 +1,67 @@
+// The decode family's host side: its plan (how many key splits) and the dispatch by head dim.
+#include <algorithm>
+#include <climits>
+
+#include "attention/decode/decode.hpp"
+
+namespace tessera::attn::decode {
+
+size_t workspace_bytes(int64_t batch, int64_t heads_kv, int row_tiles, int splits, int d) {
+  if (splits <= 1) return 0;
+  const size_t rows = size_t(batch) * size_t(heads_kv) * size_t(row_tiles) * kRows;
+  return size_t(splits) * rows * (size_t(d) + 1) * sizeof(float);
+}
+
+int ctas_per_sm(int d, int smem_per_sm) { return smem_per_sm / (smem_bytes(d) + 1024); }  // + the CTA's reserved 1 KB
+
+Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int d, int sms,
+               int ctas_per_sm, size_t workspace_bytes_given) {
+  Plan pl;
+  pl.group = int(heads_q / heads_kv);
+  pl.rows = int(seqlen_q) * pl.group;
+  pl.row_tiles = (pl.rows + kRows - 1) / kRows;
+  const int64_t units = batch * heads_kv * pl.row_tiles;
+  const int64_t key_blocks = (seqlen_k + kBlockN - 1) / kBlockN;
+  const int64_t target = int64_t(std::max(1, sms)) * std::max(1, ctas_per_sm);
+  int64_t splits = std::max<int64_t>(1, target / units);
+  splits = std::min<int64_t>({splits, std::max<int64_t>(1, key_blocks / (kWarps * kMinBlocksPerWarp)), kMaxSplits});
+  // No more than the workspace holds, and no more CTAs than a 1-D grid walk counts.
+  if (splits > 1 && workspace_bytes_given != SIZE_MAX) {
+    const size_t per_split = workspace_bytes(batch, heads_kv, pl.row_tiles, 2, d) / 2;
+    splits = std::min<int64_t>(splits, int64_t(workspace_bytes_given / per_split));
+  }
+  splits = std::max<int64_t>(1, std::min<int64_t>(splits, INT_MAX / std::max<int64_t>(1, units)));
+  // Even splits: every split but the last gets blocks_per_split blocks, and none is empty.
+  pl.blocks_per_split = int((key_blocks + splits - 1) / splits);
+  pl.splits = int((key_blocks + pl.blocks_per_split - 1) / pl.blocks_per_split);
+  if (pl.splits < 1) pl.splits = 1;
+  pl.ctas = units * pl.splits;
+  pl.workspace_bytes = workspace_bytes(batch, heads_kv, pl.row_tiles, pl.splits, d);
+  return pl;
+}
+
+cudaError_t run(int d, bool bf16, bool causal, const AttnParams& a, const Plan& pl, void* workspace, int max_sms,
+                bool dependent_launch, cudaStream_t stream) {
+  DecodeParams p;
+  p.a = a;
+  p.group = pl.group;
+  p.rows = pl.rows;
+  p.row_tiles = pl.row_tiles;
+  p.splits = pl.splits;
+  p.blocks_per_split = pl.blocks_per_split;
+  if (pl.splits > 1) {
+    const size_t rows = size_t(a.batch) * size_t(a.heads_kv) * size_t(pl.row_tiles) * kRows;
+    p.part_o = static_cast<float*>(workspace);
+    p.part_lse = p.part_o + size_t(pl.splits) * rows * size_t(d);
+  }
+  auto go = [&](auto fn_f16, auto fn_bf16) { return (bf16 ? fn_bf16 : fn_f16)(p, causal, pl.ctas, max_sms, dependent_launch, stream); };
+  switch (d) {
+    case 64: return go(&launch<64, false>, &launch<64, true>);
+    case 96: return go(&launch<96, false>, &launch<96, true>);
+    case 128: return go(&launch<128, false>, &launch<128, true>);
+    case 256: return go(&launch<256, false>, &launch<256, true>);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace tessera::attn::decode
