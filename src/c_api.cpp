@@ -89,6 +89,9 @@ static void copy_attention_fields(To& r, const From& a) noexcept {
   }
   r.softmax_scale = a.softmax_scale;
   r.max_sms = a.max_sms;
+  r.window_left = a.window_left;
+  r.window_right = a.window_right;
+  r.softcap = a.softcap;
 }
 
 tessera_attention_args_t to_c(const AttentionArgs& a) noexcept {

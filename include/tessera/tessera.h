@@ -155,6 +155,12 @@ typedef struct tessera_attention_args_t {
   /* SM budget (0 = every SM): at most this many SMs run the call's CTAs at once; no CTA waits for
    * another, so the call finishes beside kernels that hold the other SMs. */
   int max_sms;
+  /* Local attention: query i sees key j only if i' - window_left <= j <= i' + window_right, where
+   * i' = i + seqlen_k - seqlen_q (bottom-right aligned, as causal); -1 = unlimited on that side.
+   * causal is window_right = 0 (with both, the smaller right side wins). */
+  int64_t window_left, window_right;
+  /* > 0: each scaled score s becomes softcap * tanh(s / softcap) (Gemma-2); 0 = none. */
+  float softcap;
 } tessera_attention_args_t;
 
 /* Runs attention on `stream` (a cudaStream_t; NULL = the default stream). Asynchronous. Without a

@@ -147,6 +147,9 @@ struct AttentionArgs {
   float softmax_scale = 0.0f;  // 0 = 1/sqrt(head_dim)
   bool causal = false;
   int max_sms = 0;  // SM budget, 0 = every SM (tessera_attention_args_t::max_sms)
+  // Local attention (tessera_attention_args_t::window_left): -1 = unlimited.
+  int64_t window_left = -1, window_right = -1;
+  float softcap = 0.0f;  // > 0: scores s -> softcap * tanh(s / softcap) (after the scale); 0 = none
 };
 
 // Contiguous strides for a [B, S, H, D] ("bshd") or [B, H, S, D] ("bhsd") tensor.

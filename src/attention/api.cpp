@@ -112,6 +112,10 @@ Status validate(const AttentionArgs& a) {
                    " != 0)");
   if (!std::isfinite(a.softmax_scale) || a.softmax_scale < 0.0f)
     return invalid("softmax_scale: must be finite and >= 0 (0 = 1/sqrt(head_dim))");
+  if (a.window_left < -1 || a.window_right < -1)
+    return invalid("window_left, window_right: must be >= 0, or -1 for unlimited (got " + std::to_string(a.window_left) +
+                   ", " + std::to_string(a.window_right) + ")");
+  if (!std::isfinite(a.softcap) || a.softcap < 0.0f) return invalid("softcap: must be finite and >= 0 (0 = none)");
 
   struct T {
     const char* name;
@@ -168,16 +172,25 @@ Status validate(const AttentionArgs& a) {
   return Status::success();
 }
 
-// The decode family's plan for this call on `dev`, or false when the call goes to a prefill family:
-// more than decode::kMaxSeqlenQ query tokens, a TESSERA_ATTN_CONFIG override (it names a prefill
-// configuration), or a CTA the device's shared memory cannot hold.
-bool decode_plan(const AttentionArgs& a, const detail::DeviceInfo& dev, size_t workspace_bytes, decode::Plan* out) {
-  if (a.seqlen_q > decode::kMaxSeqlenQ || !detail::environment().attn_config.empty() || dev.cc_major < 8) return false;
+// Whether a prefill family runs windows and softcaps (until it does, such calls take the decode
+// family at any length: correct, slower at long query sequences).
+constexpr bool kPrefillWindows = false;
+
+// The decode family's plan for this call (params `p`) on `dev`, or false when the call goes to a
+// prefill family: more than decode::kMaxSeqlenQ query tokens (unless only the decode family runs its
+// window or softcap), a TESSERA_ATTN_CONFIG override (it names a prefill configuration), or a CTA the
+// device's shared memory cannot hold.
+bool decode_plan(const AttentionArgs& a, const AttnParams& p, const detail::DeviceInfo& dev, size_t workspace_bytes,
+                 decode::Plan* out) {
+  const bool local = p.window_left >= 0 || (p.window_right >= 0 && !a.causal) || p.softcap > 0.0f;
+  if ((a.seqlen_q > decode::kMaxSeqlenQ && !(local && !kPrefillWindows)) || dev.cc_major < 8) return false;
+  if (!detail::environment().attn_config.empty() && !local) return false;
   const int d = int(a.head_dim);
   const int per_sm = decode::ctas_per_sm(d, dev.smem_optin + 1024);
   if (per_sm < 1) return false;
   const int sms = a.max_sms > 0 && a.max_sms < dev.sm_count ? a.max_sms : dev.sm_count;
-  *out = decode::make_plan(a.batch, a.seqlen_q, a.seqlen_k, a.heads_q, a.heads_kv, d, sms, per_sm, workspace_bytes);
+  *out = decode::make_plan(a.batch, a.seqlen_q, a.seqlen_k, a.heads_q, a.heads_kv, d, sms, per_sm, workspace_bytes,
+                           p.window_left);
   return true;
 }
 
@@ -202,6 +215,11 @@ AttnParams params_of(const AttentionArgs& args) {
   }
   p.scale = args.softmax_scale > 0.0f ? args.softmax_scale : 1.0f / std::sqrt(float(args.head_dim));
   p.scale_log2 = p.scale * 1.4426950408889634f;
+  // A window wider than the keys is no window (and fits an int).
+  auto side = [&](int64_t w) { return w < 0 || w >= args.seqlen_k + args.seqlen_q ? -1 : int(w); };
+  p.window_left = side(args.window_left);
+  p.window_right = args.causal ? 0 : side(args.window_right);
+  p.softcap = args.softcap;
   return p;
 }
 
@@ -222,15 +240,18 @@ Status attention_workspace_size(const AttentionArgs& args, size_t* bytes) {
     if (!bytes) return attn::invalid("bytes: null pointer");
     if (Status s = attn::validate(args); !s.ok()) return s;
     *bytes = 0;
+    const attn::AttnParams p = attn::params_of(args);
     detail::DeviceInfo dev;
     attn::decode::Plan pl;
     if (detail::current_device(&dev).ok()) {
-      if (attn::decode_plan(args, dev, SIZE_MAX, &pl)) *bytes = pl.workspace_bytes;
-    } else if (args.seqlen_q <= attn::decode::kMaxSeqlenQ) {
+      if (attn::decode_plan(args, p, dev, SIZE_MAX, &pl)) *bytes = pl.workspace_bytes;
+    } else {
       // No usable device: enough for any GPU of up to 256 SMs holding 4 decode CTAs each.
-      pl = attn::decode::make_plan(args.batch, args.seqlen_q, args.seqlen_k, args.heads_q, args.heads_kv,
-                                   int(args.head_dim), 256, 4, SIZE_MAX);
-      *bytes = pl.workspace_bytes;
+      detail::DeviceInfo big;
+      big.cc_major = 9;
+      big.sm_count = 256;
+      big.smem_optin = 4 * (attn::decode::smem_bytes(int(args.head_dim)) + 1024);
+      if (attn::decode_plan(args, p, big, SIZE_MAX, &pl)) *bytes = pl.workspace_bytes;
     }
     return Status::success();
   };
@@ -252,8 +273,8 @@ Status attention(const AttentionArgs& args, void* stream, void* workspace, size_
                                                     std::to_string(cc));
     const attn::AttnParams p = attn::params_of(args);
     attn::decode::Plan dp;
-    if (attn::decode_plan(args, dev, workspace_bytes, &dp)) {
-      const cudaError_t e = attn::decode::run(int(args.head_dim), args.dtype == DType::BF16, args.causal, p, dp, workspace,
+    if (attn::decode_plan(args, p, dev, workspace_bytes, &dp)) {
+      const cudaError_t e = attn::decode::run(int(args.head_dim), args.dtype == DType::BF16, p, dp, workspace,
                                               args.max_sms, dev.cc_major == 9, static_cast<cudaStream_t>(stream));
       if (e != cudaSuccess) return detail::fail(TESSERA_STATUS_CUDA_ERROR, std::string("decode attention: ") + cudaGetErrorString(e));
       return Status::success();

@@ -17,6 +17,10 @@ struct AttnParams {
   int64_t o_stride[3] = {0, 0, 0};
   float scale = 1.0f;        // softmax scale
   float scale_log2 = 1.0f;   // scale * log2(e): softmax in exp2
+  // Local attention: query i sees keys i' - window_left <= j <= i' + window_right, i' = i + seqlen_k -
+  // seqlen_q; -1 = unlimited (causal is window_right = 0, folded in by the API).
+  int window_left = -1, window_right = -1;
+  float softcap = 0.0f;  // > 0: s -> softcap * tanh(s / softcap) on the scaled scores
   // The grid is one-dimensional over (query block, head, batch), query blocks fastest; a launch
   // covers blocks [block0, block0 + gridDim.x) (launch_kernel.cuh cuts the grid under an SM budget).
   int m_blocks = 0;          // query blocks per (batch, head)

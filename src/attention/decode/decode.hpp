@@ -37,7 +37,8 @@ struct Plan {
   int group = 1;             // query heads per KV head
   int rows = 1;              // packed query rows per (batch, KV head): seqlen_q * group
   int row_tiles = 1;         // ceil(rows / kRows)
-  int splits = 1;            // key ranges per (batch, KV head, row tile)
+  int key_block0 = 0;        // the first key block any row sees (a left window skips the ones before)
+  int splits = 1;            // key ranges per (batch, KV head, row tile), from key_block0 on
   int blocks_per_split = 1;  // key blocks (kBlockN keys) per split
   int64_t ctas = 0;          // batch * heads_kv * row_tiles * splits
   size_t workspace_bytes = 0;  // what `splits` needs (0 when 1)
@@ -51,8 +52,9 @@ size_t workspace_bytes(int64_t batch, int64_t heads_kv, int row_tiles, int split
 // heads x row tiles cannot fill the GPU's CTA slots, as many splits as keep every CTA in the first
 // wave (a second, partial wave of memory-bound CTAs costs more than one split fewer), each split at
 // least kMinBlocksPerWarp key blocks per warp, and no more splits than the workspace holds.
+// window_left: the call's left window (-1: none).
 Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int d, int sms,
-               int ctas_per_sm, size_t workspace_bytes);
+               int ctas_per_sm, size_t workspace_bytes, int64_t window_left = -1);
 
 // CTAs of the decode kernel one SM holds at head dim d (its shared memory; 0: it does not fit).
 int ctas_per_sm(int d, int smem_per_sm);
@@ -60,21 +62,20 @@ int ctas_per_sm(int d, int smem_per_sm);
 // The two kernels' parameters beyond AttnParams.
 struct DecodeParams {
   AttnParams a;
-  int group = 1, rows = 1, row_tiles = 1, splits = 1, blocks_per_split = 1;
+  int group = 1, rows = 1, row_tiles = 1, key_block0 = 0, splits = 1, blocks_per_split = 1;
   int64_t block0 = 0;     // first CTA of this launch (SM budget: launches of at most max_sms CTAs)
   float* part_o = nullptr;    // [splits][batch * heads_kv * row_tiles * kRows][d] fp32 (splits > 1)
   float* part_lse = nullptr;  // [splits][batch * heads_kv * row_tiles * kRows] fp32, base 2
 };
 
-// Runs the plan: the decode kernel, then (splits > 1) the combine; `workspace` holds
+// Runs the plan (causal folded into p's window): the decode kernel, then (splits > 1) the combine; `workspace` holds
 // plan.workspace_bytes. max_sms: the SM budget (0 = every SM). dependent_launch: the combine as a
 // programmatic dependent launch (cc 9.x; it waits for the splits in the kernel).
-cudaError_t run(int d, bool bf16, bool causal, const AttnParams& p, const Plan& plan, void* workspace, int max_sms,
+cudaError_t run(int d, bool bf16, const AttnParams& p, const Plan& plan, void* workspace, int max_sms,
                 bool dependent_launch, cudaStream_t stream);
 
 // The per-head-dim launchers (one translation unit each: decode_d<d>.cu).
 template <int D, bool BF16>
-cudaError_t launch(const DecodeParams& p, bool causal, int64_t ctas, int max_sms, bool dependent_launch,
-                   cudaStream_t stream);
+cudaError_t launch(const DecodeParams& p, int64_t ctas, int max_sms, bool dependent_launch, cudaStream_t stream);
 
 }  // namespace tessera::attn::decode

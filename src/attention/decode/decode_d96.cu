@@ -1,5 +1,5 @@
-// The decode family at head dim 96 (both dtypes; causal is a kernel argument).
+// The decode family at head dim 96 (both dtypes; causal and windows are kernel arguments).
 #include "attention/decode/launch.cuh"
 
-template cudaError_t tessera::attn::decode::launch<96, false>(const DecodeParams&, bool, int64_t, int, bool, cudaStream_t);
-template cudaError_t tessera::attn::decode::launch<96, true>(const DecodeParams&, bool, int64_t, int, bool, cudaStream_t);
+template cudaError_t tessera::attn::decode::launch<96, false>(const DecodeParams&, int64_t, int, bool, cudaStream_t);
+template cudaError_t tessera::attn::decode::launch<96, true>(const DecodeParams&, int64_t, int, bool, cudaStream_t);

@@ -78,7 +78,7 @@ __device__ __forceinline__ Row row_of(const DecodeParams& p, int hkv, int r) {
 }
 
 template <class T>
-__global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p, bool causal) {
+__global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p) {
   using Element = typename T::Element;
   constexpr int D = T::D, kStages = T::kStages;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -123,8 +123,8 @@ __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p, boo
 
   // The split's key blocks, and this warp's share of them.
   const int key_blocks = (a.seqlen_k + kBlockN - 1) / kBlockN;
-  const int first = w.split * p.blocks_per_split + warp;
-  const int last = min(key_blocks, (w.split + 1) * p.blocks_per_split);  // one past
+  const int first = p.key_block0 + w.split * p.blocks_per_split + warp;
+  const int last = min(key_blocks, p.key_block0 + (w.split + 1) * p.blocks_per_split);  // one past
   const int steps = first < last ? (last - first + kWarps - 1) / kWarps : 0;
   auto load = [&](int step) {  // block of this warp's `step` -> ring slot step % kStages
     if (step < steps) {
@@ -162,16 +162,20 @@ __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p, boo
   Tensor tSrK_v = s2r_k.get_slice(lane).retile_D(tSrK);
   Tensor tOrVt_v = s2r_v.get_slice(lane).retile_D(tOrVt);
 
-  // Each S element's (packed row, key in block), viewed (rows, cols); a row's last visible key.
+  // Each S element's (packed row, key in block), viewed (rows, cols); a row's visible keys [lo, hi):
+  // the window (causal is its right side at 0) around the row's token, bottom-right aligned.
   Tensor tScS = thr_mma.partition_C(make_identity_tensor(Shape<Int<kRows>, Int<kBlockN>>{}));
   Tensor tScS_rc = make_tensor(tScS.data(), sm80::rowcol(tScS.layout()));
   constexpr int kThrRows = decltype(size<0>(sm80::rowcol(acc_o.layout())))::value;  // 2: rows g and g + 8
-  int key_end[kThrRows];
+  int key_lo[kThrRows], key_hi[kThrRows];
   CUTE_UNROLL
   for (int r = 0; r < kThrRows; ++r) {
-    const int pr = row0 + get<0>(tScS_rc(r, 0));
-    key_end[r] = causal ? min(a.seqlen_k, (pr / p.group) + a.seqlen_k - a.seqlen_q + 1) : a.seqlen_k;
+    const int64_t i = (row0 + get<0>(tScS_rc(r, 0))) / p.group + int64_t(a.seqlen_k) - a.seqlen_q;
+    key_lo[r] = a.window_left < 0 ? 0 : int(max<int64_t>(0, i - a.window_left));
+    key_hi[r] = a.window_right < 0 ? a.seqlen_k : int(min<int64_t>(a.seqlen_k, max<int64_t>(0, i + a.window_right + 1)));
   }
+  // Softcap: scale * s -> softcap * tanh(scale * s / softcap), kept in units of s for the softmax.
+  const float cap_in = a.softcap > 0.0f ? a.scale / a.softcap : 0.0f, cap_out = a.softcap > 0.0f ? a.softcap / a.scale : 0.0f;
   OnlineSoftmax<kThrRows> softmax;
   softmax.init();
   __syncthreads();  // sQ written
@@ -195,8 +199,11 @@ __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p, boo
     CUTE_UNROLL
     for (int r = 0; r < size<0>(sc); ++r)
       CUTE_UNROLL
-      for (int c = 0; c < size<1>(sc); ++c)
-        if (col0 + get<1>(tScS_rc(r, c)) >= key_end[r]) sc(r, c) = -INFINITY;
+      for (int c = 0; c < size<1>(sc); ++c) {
+        const int key = col0 + get<1>(tScS_rc(r, c));
+        if (cap_in > 0.0f) sc(r, c) = cap_out * tanhf(sc(r, c) * cap_in);
+        if (key < key_lo[r] || key >= key_hi[r]) sc(r, c) = -INFINITY;
+      }
     QueryBlock unused{};
     if (softmax.template update<false>(sc, tScS_rc, unused, col0, false, a)) {
       Tensor o_rc = make_tensor(acc_o.data(), sm80::rowcol(acc_o.layout()));

@@ -35,8 +35,7 @@ cudaError_t launch_chunks(void (*kernel)(Params...), int64_t blocks, int threads
 }
 
 template <int D, bool BF16>
-cudaError_t launch(const DecodeParams& p, bool causal, int64_t ctas, int max_sms, bool dependent_launch,
-                   cudaStream_t stream) {
+cudaError_t launch(const DecodeParams& p, int64_t ctas, int max_sms, bool dependent_launch, cudaStream_t stream) {
   using T = Traits<D, BF16>;
   static std::atomic<unsigned long long> configured{0};  // per device: the smem limit was raised
   int dev = 0;
@@ -48,7 +47,7 @@ cudaError_t launch(const DecodeParams& p, bool causal, int64_t ctas, int max_sms
       return e;
     configured.fetch_or(bit, std::memory_order_acq_rel);
   }
-  if (cudaError_t e = launch_chunks(decode_kernel<T>, ctas, T::kThreads, smem_bytes(D), max_sms, false, stream, p, causal);
+  if (cudaError_t e = launch_chunks(decode_kernel<T>, ctas, T::kThreads, smem_bytes(D), max_sms, false, stream, p);
       e != cudaSuccess || p.splits == 1)
     return e;
   // The combine launches while the splits run and waits for them in the kernel (one launch gap less;

@@ -15,13 +15,15 @@ size_t workspace_bytes(int64_t batch, int64_t heads_kv, int row_tiles, int split
 int ctas_per_sm(int d, int smem_per_sm) { return smem_per_sm / (smem_bytes(d) + 1024); }  // + the CTA's reserved 1 KB
 
 Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int d, int sms,
-               int ctas_per_sm, size_t workspace_bytes_given) {
+               int ctas_per_sm, size_t workspace_bytes_given, int64_t window_left) {
   Plan pl;
   pl.group = int(heads_q / heads_kv);
   pl.rows = int(seqlen_q) * pl.group;
   pl.row_tiles = (pl.rows + kRows - 1) / kRows;
   const int64_t units = batch * heads_kv * pl.row_tiles;
-  const int64_t key_blocks = (seqlen_k + kBlockN - 1) / kBlockN;
+  // Keys before the first row's window are seen by no row.
+  if (window_left >= 0) pl.key_block0 = int(std::max<int64_t>(0, seqlen_k - seqlen_q - window_left) / kBlockN);
+  const int64_t key_blocks = std::max<int64_t>(1, (seqlen_k + kBlockN - 1) / kBlockN - pl.key_block0);
   const int64_t target = int64_t(std::max(1, sms)) * std::max(1, ctas_per_sm);
   int64_t splits = std::max<int64_t>(1, target / units);
   splits = std::min<int64_t>({splits, std::max<int64_t>(1, key_blocks / (kWarps * kMinBlocksPerWarp)), kMaxSplits});
@@ -40,13 +42,14 @@ Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_
   return pl;
 }
 
-cudaError_t run(int d, bool bf16, bool causal, const AttnParams& a, const Plan& pl, void* workspace, int max_sms,
+cudaError_t run(int d, bool bf16, const AttnParams& a, const Plan& pl, void* workspace, int max_sms,
                 bool dependent_launch, cudaStream_t stream) {
   DecodeParams p;
   p.a = a;
   p.group = pl.group;
   p.rows = pl.rows;
   p.row_tiles = pl.row_tiles;
+  p.key_block0 = pl.key_block0;
   p.splits = pl.splits;
   p.blocks_per_split = pl.blocks_per_split;
   if (pl.splits > 1) {
@@ -54,7 +57,7 @@ cudaError_t run(int d, bool bf16, bool causal, const AttnParams& a, const Plan& 
     p.part_o = static_cast<float*>(workspace);
     p.part_lse = p.part_o + size_t(pl.splits) * rows * size_t(d);
   }
-  auto go = [&](auto fn_f16, auto fn_bf16) { return (bf16 ? fn_bf16 : fn_f16)(p, causal, pl.ctas, max_sms, dependent_launch, stream); };
+  auto go = [&](auto fn_f16, auto fn_bf16) { return (bf16 ? fn_bf16 : fn_f16)(p, pl.ctas, max_sms, dependent_launch, stream); };
   switch (d) {
     case 64: return go(&launch<64, false>, &launch<64, true>);
     case 96: return go(&launch<96, false>, &launch<96, true>);
