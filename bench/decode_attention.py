@@ -4,7 +4,8 @@ tessera.attention vs torch SDPA's cuDNN, flash and memory-efficient backends (is
 
     python bench/decode_attention.py [--hbm-gbs 3350] [--json FILE] [--quick]
 
-bf16, layout [B, H, S, D] (SDPA's) with enable_gqa for SDPA, not causal (SDPA aligns a causal mask
+bf16, layout [B, H, S, D] (SDPA's; the paged columns: tessera.attention_with_kvcache on the same keys
+as pages in random order) with enable_gqa for SDPA, not causal (SDPA aligns a causal mask
 top-left when Sq != Sk, tessera bottom-right; with Sq = 1 both see every key). Per shape: 20 calls
 captured in one graph per backend, K/V rotated over enough copies that L2 never holds them, median
 of the replays. Reports us per call, GB/s of K/V + Q/O bytes, % of --hbm-gbs, and tessera's ratio
@@ -24,7 +25,9 @@ FULL = [(b, sq, sk, hq, hkv, d)
         for sq in (1, 4)
         if b * hkv * sk * d * 4 <= (2 << 30)]  # K + V at most 2 GiB
 QUICK = [(1, 1, 8192, 32, 8, 128), (8, 1, 32768, 64, 8, 128), (1, 1, 32768, 32, 8, 128), (32, 1, 4096, 32, 8, 128),
-         (8, 4, 8192, 32, 8, 128), (1, 16, 8192, 32, 8, 128), (4, 1, 8192, 32, 32, 128), (8, 1, 8192, 32, 8, 64)]
+         (8, 4, 8192, 32, 8, 128), (8, 1, 8192, 32, 8, 128), (8, 2, 8192, 32, 8, 128), (8, 8, 8192, 32, 8, 128),
+         (1, 16, 8192, 32, 8, 128), (4, 1, 8192, 32, 32, 128), (8, 1, 8192, 32, 8, 64), (1, 1, 131072, 32, 8, 128),
+         (128, 1, 1024, 32, 8, 128), (16, 1, 16384, 64, 8, 64)]
 
 
 def replay_us(torch, graph, calls, reps=15):
@@ -59,6 +62,9 @@ def main():
     p.add_argument("--hbm-gbs", type=float, default=3350.0)
     p.add_argument("--json")
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--pages", default="16,64,256",
+                   help="also time tessera.attention_with_kvcache on a paged copy of the cache (pages in random "
+                        "order) at these page sizes, comma-separated ('' = none)")
     args = p.parse_args()
     import torch
     import torch.nn.functional as F
@@ -88,6 +94,25 @@ def main():
         row["tessera_err"] = float((out.float() - ref).abs().max())
         row["tessera_us"] = replay_us(torch, capture(torch, lambda: [
             tessera.attention(q, ks[i % copies], vs[i % copies], layout="bhsd") for i in range(calls)]), calls)
+        # The same keys as a paged cache ([B, Sk, Hkv, D] bshd pages, in random order) and as a
+        # contiguous one, through attention_with_kvcache (q as [B, Sq, Hq, D]).
+        qs = q.transpose(1, 2).contiguous()
+        lens = torch.full((b,), sk, dtype=torch.int32, device=dev)
+        for page in [int(x) for x in args.pages.split(",") if x]:
+            if sk % page:
+                continue
+            kp = [k.transpose(1, 2).reshape(b * sk // page, page, hkv, d) for k in ks]
+            vp = [v.transpose(1, 2).reshape(b * sk // page, page, hkv, d) for v in vs]
+            perm = torch.randperm(b * sk // page, device=dev)
+            kp = [x[perm].contiguous() for x in kp]  # page perm[i] now holds what page i held
+            vp = [x[perm].contiguous() for x in vp]
+            table = torch.argsort(perm).to(torch.int32).view(b, sk // page)
+            o = tessera.attention_with_kvcache(qs, kp[0], vp[0], cache_seqlens=lens, block_table=table)
+            row[f"paged{page}_err"] = float((o.transpose(1, 2).float() - ref).abs().max())
+            row[f"paged{page}_us"] = round(replay_us(torch, capture(torch, lambda: [
+                tessera.attention_with_kvcache(qs, kp[i % copies], vp[i % copies], cache_seqlens=lens, block_table=table)
+                for i in range(calls)]), calls), 2)
+            del kp, vp
         best = None
         for name, be in backends.items():
             try:
@@ -115,10 +140,13 @@ def main():
         ok = row["tessera_err"] < 2e-2
         row["ok"] = ok
         rows.append(row)
+        ok = ok and all(row[key] < 2e-2 for key in row if key.startswith("paged") and key.endswith("_err"))
+        row["ok"] = ok
+        paged = " ".join(f"p{key[5:-3]} {row[key]}" for key in row if key.startswith("paged") and key.endswith("_us"))
         print(f"B{b:<3} Sq{sq:<2} Sk{sk:<6} {hq}/{hkv} d{d}: tessera {row['tessera_us']:8.2f} us "
               f"({row['gbs']:7.1f} GB/s, {row['hbm_pct']:5.1f}%)  best SDPA {row.get('best')} "
               f"{row.get('best_us')} us  ratio {row.get('ratio')}  err {row['tessera_err']:.2e}"
-              + ("" if ok else "  MISMATCH"), flush=True)
+              + (f"  paged: {paged}" if paged else "") + ("" if ok else "  MISMATCH"), flush=True)
         del ks, vs
         torch.cuda.empty_cache()
     ratios = [r["ratio"] for r in rows if r.get("ratio")]

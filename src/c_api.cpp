@@ -94,6 +94,60 @@ static void copy_attention_fields(To& r, const From& a) noexcept {
   r.softcap = a.softcap;
 }
 
+// KvCacheArgs and tessera_kvcache_args_t likewise.
+template <class To, class From>
+static void copy_kvcache_fields(To& r, const From& a) noexcept {
+  r.q = a.q;
+  r.k_cache = a.k_cache;
+  r.v_cache = a.v_cache;
+  r.o = a.o;
+  r.lse = a.lse;
+  r.batch = a.batch;
+  r.seqlen_q = a.seqlen_q;
+  r.heads_q = a.heads_q;
+  r.heads_kv = a.heads_kv;
+  r.head_dim = a.head_dim;
+  for (int i = 0; i < 3; ++i) {
+    r.q_stride[i] = a.q_stride[i];
+    r.o_stride[i] = a.o_stride[i];
+    r.k_cache_stride[i] = a.k_cache_stride[i];
+    r.v_cache_stride[i] = a.v_cache_stride[i];
+    r.k_new_stride[i] = a.k_new_stride[i];
+    r.v_new_stride[i] = a.v_new_stride[i];
+  }
+  r.capacity = a.capacity;
+  r.cache_seqlens = a.cache_seqlens;
+  r.block_table = a.block_table;
+  r.block_table_stride = a.block_table_stride;
+  r.max_pages = a.max_pages;
+  r.num_pages = a.num_pages;
+  r.page_size = a.page_size;
+  r.k_new = a.k_new;
+  r.v_new = a.v_new;
+  r.seqlen_new = a.seqlen_new;
+  r.softmax_scale = a.softmax_scale;
+  r.window_left = a.window_left;
+  r.window_right = a.window_right;
+  r.softcap = a.softcap;
+  r.max_sms = a.max_sms;
+}
+
+tessera_kvcache_args_t to_c(const KvCacheArgs& a) noexcept {
+  tessera_kvcache_args_t r{};
+  copy_kvcache_fields(r, a);
+  r.dtype = tessera_dtype_t(a.dtype);
+  r.causal = a.causal ? 1 : 0;
+  return r;
+}
+
+KvCacheArgs from_c(const tessera_kvcache_args_t& a) noexcept {
+  KvCacheArgs r;
+  copy_kvcache_fields(r, a);
+  r.dtype = DType(a.dtype);
+  r.causal = a.causal != 0;
+  return r;
+}
+
 tessera_attention_args_t to_c(const AttentionArgs& a) noexcept {
   tessera_attention_args_t r{};
   copy_attention_fields(r, a);
@@ -162,6 +216,21 @@ tessera_status_t tessera_attention_with_workspace(const tessera_attention_args_t
   return guard([&] {
     if (!args) return remember(invalid("args: null pointer")).code;
     return tessera::attention(tessera::from_c(*args), stream, workspace, workspace_bytes).code;
+  });
+}
+
+tessera_status_t tessera_attention_with_kvcache(const tessera_kvcache_args_t* args, void* workspace,
+                                                size_t workspace_bytes, void* stream) {
+  return guard([&] {
+    if (!args) return remember(invalid("args: null pointer")).code;
+    return tessera::attention_with_kvcache(tessera::from_c(*args), stream, workspace, workspace_bytes).code;
+  });
+}
+
+tessera_status_t tessera_attention_with_kvcache_workspace_size(const tessera_kvcache_args_t* args, size_t* bytes) {
+  return guard([&] {
+    if (!args) return remember(invalid("args: null pointer")).code;
+    return tessera::attention_with_kvcache_workspace_size(tessera::from_c(*args), bytes).code;
   });
 }
 

@@ -179,6 +179,48 @@ tessera_status_t tessera_attention_workspace_size(const tessera_attention_args_t
 tessera_status_t tessera_attention_with_workspace(const tessera_attention_args_t* args, void* workspace,
                                                   size_t workspace_bytes, void* stream);
 
+/* Attention of a few new query tokens (decode, speculative drafts; any seqlen_q works, the decode
+ * kernels are tuned for <= 16) against a KV cache, flash-attn's flash_attn_with_kvcache:
+ *   - the cache is contiguous, k_cache/v_cache [B, capacity, Hkv, D] (strides: batch, position,
+ *     head), or paged, [num_pages, page_size, Hkv, D] (strides: page, position, head) with
+ *     block_table int32 [B, max_pages] (rows block_table_stride apart) naming each sequence's pages;
+ *     page_size a multiple of 16 (16, 32, ..., 256, ...; a page size of 1 is not supported);
+ *   - cache_seqlens int32 [B] (device): tokens already cached per sequence; not changed by the call;
+ *   - k_new/v_new (optional) [B, seqlen_new, Hkv, D] are written into the cache at positions
+ *     cache_seqlens[b] .. + seqlen_new - 1 first, and the attention covers cache_seqlens[b] +
+ *     seqlen_new keys; causal and windows align bottom-right to that count.
+ * Checked only on the device (no host synchronisation): cache_seqlens[b] is clamped to
+ * [0, capacity - seqlen_new] (capacity = max_pages * page_size when paged); a block_table entry
+ * outside [0, num_pages) is clamped to it (reads a real page, never outside the cache). */
+typedef struct tessera_kvcache_args_t {
+  const void* q;
+  void* k_cache;
+  void* v_cache;
+  void* o;
+  float* lse;
+  tessera_dtype_t dtype;
+  int64_t batch, seqlen_q, heads_q, heads_kv, head_dim;
+  int64_t q_stride[3], o_stride[3];
+  int64_t k_cache_stride[3], v_cache_stride[3];
+  int64_t capacity;
+  const int32_t* cache_seqlens;
+  const int32_t* block_table;
+  int64_t block_table_stride, max_pages, num_pages, page_size;
+  const void* k_new;
+  const void* v_new;
+  int64_t seqlen_new;
+  int64_t k_new_stride[3], v_new_stride[3];
+  float softmax_scale;
+  int causal;
+  int64_t window_left, window_right;
+  float softcap;
+  int max_sms;
+} tessera_kvcache_args_t;
+
+tessera_status_t tessera_attention_with_kvcache_workspace_size(const tessera_kvcache_args_t* args, size_t* bytes);
+tessera_status_t tessera_attention_with_kvcache(const tessera_kvcache_args_t* args, void* workspace,
+                                                size_t workspace_bytes, void* stream);
+
 /* The TESSERA_* environment variables (overrides for measurements and tests, README) are read once,
  * at the first call that needs them. This re-reads them and drops the memoized launch plans, for
  * tests and tools that change the environment inside one process. Not for concurrent use with

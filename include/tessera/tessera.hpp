@@ -172,6 +172,35 @@ Status attention(const AttentionArgs& args, void* stream = nullptr, void* worksp
 // Bytes of workspace for the call's fastest path (0: none needed; tessera_attention_workspace_size).
 Status attention_workspace_size(const AttentionArgs& args, size_t* bytes);
 
+// ---- attention against a KV cache (see tessera_kvcache_args_t for the rules) ----
+struct KvCacheArgs {
+  const void* q = nullptr;  // [B, Sq, Hq, D] (q_stride: batch, seq, head)
+  void* k_cache = nullptr;  // contiguous [B, capacity, Hkv, D], or paged [num_pages, page_size, Hkv, D]
+  void* v_cache = nullptr;
+  void* o = nullptr;        // like q
+  float* lse = nullptr;     // optional fp32 [B, Hq, Sq]
+  DType dtype = DType::BF16;
+  int64_t batch = 0, seqlen_q = 0, heads_q = 0, heads_kv = 0, head_dim = 0;
+  int64_t q_stride[3] = {0, 0, 0}, o_stride[3] = {0, 0, 0};
+  int64_t k_cache_stride[3] = {0, 0, 0}, v_cache_stride[3] = {0, 0, 0};  // (batch or page, position, head)
+  int64_t capacity = 0;                    // contiguous: positions per batch (paged: unused)
+  const int32_t* cache_seqlens = nullptr;  // device [B]: tokens already in the cache
+  const int32_t* block_table = nullptr;    // device [B, max_pages] (paged), null: contiguous
+  int64_t block_table_stride = 0, max_pages = 0, num_pages = 0, page_size = 0;
+  const void* k_new = nullptr;  // optional [B, seqlen_new, Hkv, D], written at cache_seqlens[b] first
+  const void* v_new = nullptr;
+  int64_t seqlen_new = 0;
+  int64_t k_new_stride[3] = {0, 0, 0}, v_new_stride[3] = {0, 0, 0};
+  float softmax_scale = 0.0f;
+  bool causal = false;
+  int64_t window_left = -1, window_right = -1;
+  float softcap = 0.0f;
+  int max_sms = 0;
+};
+Status attention_with_kvcache(const KvCacheArgs& args, void* stream = nullptr, void* workspace = nullptr,
+                              size_t workspace_bytes = 0);
+Status attention_with_kvcache_workspace_size(const KvCacheArgs& args, size_t* bytes);
+
 // The TESSERA_* overrides are read once per process; this re-reads them and drops memoized launch
 // plans (tests, tools). Not for concurrent use with other tessera calls.
 void reread_environment();
@@ -184,5 +213,7 @@ tessera_gemm_args_t to_c(const GemmArgs& a) noexcept;  // config pointer borrows
 GemmArgs from_c(const tessera_gemm_args_t& a);
 tessera_attention_args_t to_c(const AttentionArgs& a) noexcept;
 AttentionArgs from_c(const tessera_attention_args_t& a) noexcept;
+tessera_kvcache_args_t to_c(const KvCacheArgs& a) noexcept;
+KvCacheArgs from_c(const tessera_kvcache_args_t& a) noexcept;
 
 }  // namespace tessera

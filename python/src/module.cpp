@@ -26,7 +26,8 @@ namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace tessera_python {
-void bind_eager(nb::module_& m);  // eager.cpp: the tensor entries
+void bind_eager(nb::module_& m);    // eager.cpp: the tensor entries
+void bind_kvcache(nb::module_& m);  // kvcache.cpp: attention_with_kvcache
 
 // Raises the Python exception for a failed status (with the GIL held).
 void check(const tessera::Status& s) {
@@ -133,6 +134,7 @@ NB_MODULE(_C, m) {
         "Re-reads the TESSERA_* environment variables (read once per process otherwise) and drops the\n"
         "memoized launch plans; for tests and tools.");
   tessera_python::bind_eager(m);
+  tessera_python::bind_kvcache(m);
   m.def(
       "status_string", [](int code) { return std::string(tessera_status_string(tessera_status_t(code))); },
       "code"_a, "A short name for a status code (e.g. 1 -> 'invalid argument').");

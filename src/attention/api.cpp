@@ -88,88 +88,104 @@ std::string head_dims() {
 
 }  // namespace
 
-Status validate(const AttentionArgs& a) {
-  if (a.dtype != DType::F16 && a.dtype != DType::BF16) return invalid("dtype: must be f16 or bf16");
-  const std::pair<const char*, int64_t> sizes[] = {{"batch", a.batch},       {"seqlen_q", a.seqlen_q},
-                                                   {"seqlen_k", a.seqlen_k}, {"heads_q", a.heads_q},
-                                                   {"heads_kv", a.heads_kv}, {"head_dim", a.head_dim}};
+Status check_common(DType dtype, int64_t heads_q, int64_t heads_kv, int64_t head_dim, float softmax_scale,
+                    int64_t window_left, int64_t window_right, float softcap, int max_sms) {
+  if (dtype != DType::F16 && dtype != DType::BF16) return invalid("dtype: must be f16 or bf16");
+  if (max_sms < 0) return invalid("max_sms: must be >= 0 (0 = every SM), got " + std::to_string(max_sms));
+  if (!head_dim_supported(head_dim))
+    return invalid("head_dim: " + std::to_string(head_dim) + " is not supported (supported: " + head_dims() + ")");
+  if (heads_q % heads_kv != 0)
+    return invalid("heads_kv: must divide heads_q (" + std::to_string(heads_q) + " % " + std::to_string(heads_kv) +
+                   " != 0)");
+  if (!std::isfinite(softmax_scale) || softmax_scale < 0.0f)
+    return invalid("softmax_scale: must be finite and >= 0 (0 = 1/sqrt(head_dim))");
+  if (window_left < -1 || window_right < -1)
+    return invalid("window_left, window_right: must be >= 0, or -1 for unlimited (got " + std::to_string(window_left) +
+                   ", " + std::to_string(window_right) + ")");
+  if (!std::isfinite(softcap) || softcap < 0.0f) return invalid("softcap: must be finite and >= 0 (0 = none)");
+  return Status::success();
+}
+
+Status check_sizes(std::initializer_list<std::pair<const char*, int64_t>> sizes) {
   for (auto [name, v] : sizes) {
     if (v <= 0) return invalid(std::string(name) + ": must be >= 1 (got " + std::to_string(v) + ")");
     // 32-bit tile coordinates may run up to 1024 past the last row.
     if (v > INT_MAX - 1024)
       return invalid(std::string(name) + ": must be <= 2^31 - 1025 (got " + std::to_string(v) + ")");
   }
+  return Status::success();
+}
+
+Status check_operand(const Operand& t, int64_t head_dim) {
+  const std::string n(t.name);
+  if (!t.ptr) return invalid(n + ": null pointer");
+  if (reinterpret_cast<uintptr_t>(t.ptr) % 16 != 0)
+    return invalid(n + ": must be 16-byte aligned (the kernels move 8 head-dim elements at a time)");
+  for (int i = 0; i < 3; ++i) {
+    const char* mode[] = {t.outer_name, "sequence", "head"};
+    if (t.stride[i] < 0) return invalid(n + "_stride[" + std::to_string(i) + "] (" + mode[i] + "): must be >= 0");
+    if (t.stride[i] % 8 != 0)
+      return invalid(n + "_stride[" + std::to_string(i) + "] (" + mode[i] +
+                     "): must be a multiple of 8 elements (16 bytes) so head-dim rows stay aligned (got " +
+                     std::to_string(t.stride[i]) + ")");
+  }
+  // The largest element offset must fit in 64 bits (int64 indexing in the kernel).
+  const __int128 last = (__int128)(t.outer - 1) * t.stride[0] + (__int128)(t.seq - 1) * t.stride[1] +
+                        (__int128)(t.heads - 1) * t.stride[2] + head_dim;
+  if (last > INT64_MAX / 2) return invalid(n + ": strides address more than 2^62 elements");
+  return Status::success();
+}
+
+std::pair<uintptr_t, uintptr_t> span(const Operand& t, int64_t head_dim, int64_t elem_bytes) {
+  const int64_t last = (t.outer - 1) * t.stride[0] + (t.seq - 1) * t.stride[1] + (t.heads - 1) * t.stride[2] + head_dim;
+  const auto lo = reinterpret_cast<uintptr_t>(t.ptr);
+  return {lo, lo + uintptr_t(last * elem_bytes)};
+}
+
+Status check_output(const Operand& o, const float* lse, int64_t head_dim, std::initializer_list<Operand> inputs) {
+  // Each output element written once.
+  if (!detail::injective({{o.outer, o.stride[0]}, {o.seq, o.stride[1]}, {o.heads, o.stride[2]}, {head_dim, 1}}))
+    return invalid("o_stride: batches, rows or heads of O overlap in memory");
+  if (lse && reinterpret_cast<uintptr_t>(lse) % 4 != 0) return invalid("lse: must be 4-byte aligned");
+  // O is written while the inputs are read (and LSE written): their memory must be disjoint.
+  const auto os = span(o, head_dim, 2);
+  for (const Operand& x : inputs) {
+    const auto xs = span(x, head_dim, 2);
+    if (os.first < xs.second && xs.first < os.second) return invalid(std::string("o: overlaps ") + x.name + " in memory");
+  }
+  if (lse) {
+    const auto lo = reinterpret_cast<uintptr_t>(lse);
+    const auto hi = lo + uintptr_t(o.outer * o.heads * o.seq * 4);
+    if (os.first < hi && lo < os.second) return invalid("lse: overlaps o in memory");
+  }
+  return Status::success();
+}
+
+Status validate(const AttentionArgs& a) {
+  if (a.dtype != DType::F16 && a.dtype != DType::BF16) return invalid("dtype: must be f16 or bf16");
+  if (Status s = check_sizes({{"batch", a.batch},
+                              {"seqlen_q", a.seqlen_q},
+                              {"seqlen_k", a.seqlen_k},
+                              {"heads_q", a.heads_q},
+                              {"heads_kv", a.heads_kv},
+                              {"head_dim", a.head_dim}});
+      !s.ok())
+    return s;
   if (a.max_sms < 0) return invalid("max_sms: must be >= 0 (0 = every SM), got " + std::to_string(a.max_sms));
   // One CTA per (query block, head, batch) in a one-dimensional grid (launch_kernel.cuh); 64 rows is
   // the smallest query block.
   if ((a.seqlen_q + 63) / 64 * a.heads_q * a.batch > INT_MAX)
     return invalid("batch, heads_q, seqlen_q: more than 2^31 query blocks of 64 rows (batch x heads_q x "
                    "ceil(seqlen_q / 64) = " + std::to_string((a.seqlen_q + 63) / 64 * a.heads_q * a.batch) + ")");
-  if (!head_dim_supported(a.head_dim))
-    return invalid("head_dim: " + std::to_string(a.head_dim) + " is not supported (supported: " + head_dims() + ")");
-  if (a.heads_q % a.heads_kv != 0)
-    return invalid("heads_kv: must divide heads_q (" + std::to_string(a.heads_q) + " % " + std::to_string(a.heads_kv) +
-                   " != 0)");
-  if (!std::isfinite(a.softmax_scale) || a.softmax_scale < 0.0f)
-    return invalid("softmax_scale: must be finite and >= 0 (0 = 1/sqrt(head_dim))");
-  if (a.window_left < -1 || a.window_right < -1)
-    return invalid("window_left, window_right: must be >= 0, or -1 for unlimited (got " + std::to_string(a.window_left) +
-                   ", " + std::to_string(a.window_right) + ")");
-  if (!std::isfinite(a.softcap) || a.softcap < 0.0f) return invalid("softcap: must be finite and >= 0 (0 = none)");
-
-  struct T {
-    const char* name;
-    const void* ptr;
-    const int64_t* stride;
-    int64_t seq, heads;
-  };
-  const T tensors[] = {{"q", a.q, a.q_stride, a.seqlen_q, a.heads_q},
-                       {"k", a.k, a.k_stride, a.seqlen_k, a.heads_kv},
-                       {"v", a.v, a.v_stride, a.seqlen_k, a.heads_kv},
-                       {"o", a.o, a.o_stride, a.seqlen_q, a.heads_q}};
-  for (const T& t : tensors) {
-    const std::string n(t.name);
-    if (!t.ptr) return invalid(n + ": null pointer");
-    if (reinterpret_cast<uintptr_t>(t.ptr) % 16 != 0)
-      return invalid(n + ": must be 16-byte aligned (the kernels move 8 head-dim elements at a time)");
-    for (int i = 0; i < 3; ++i) {
-      const char* mode[] = {"batch", "sequence", "head"};
-      if (t.stride[i] < 0) return invalid(n + "_stride[" + std::to_string(i) + "] (" + mode[i] + "): must be >= 0");
-      if (t.stride[i] % 8 != 0)
-        return invalid(n + "_stride[" + std::to_string(i) + "] (" + mode[i] +
-                       "): must be a multiple of 8 elements (16 bytes) so head-dim rows stay aligned (got " +
-                       std::to_string(t.stride[i]) + ")");
-    }
-    // The largest element offset must fit in 64 bits (int64 indexing in the kernel).
-    const __int128 last = (__int128)(a.batch - 1) * t.stride[0] + (__int128)(t.seq - 1) * t.stride[1] +
-                          (__int128)(t.heads - 1) * t.stride[2] + a.head_dim;
-    if (last > INT64_MAX / 2) return invalid(n + ": strides address more than 2^62 elements");
-  }
-  // Each output element written once.
-  if (!detail::injective({{a.batch, a.o_stride[0]}, {a.seqlen_q, a.o_stride[1]}, {a.heads_q, a.o_stride[2]},
-                          {a.head_dim, 1}}))
-    return invalid("o_stride: batches, rows or heads of O overlap in memory");
-  if (a.lse && reinterpret_cast<uintptr_t>(a.lse) % 4 != 0) return invalid("lse: must be 4-byte aligned");
-
-  // O is written while Q, K, V are read (and LSE written): their memory must be disjoint.
-  auto span = [&](const T& t, int64_t elem_bytes) {
-    const int64_t last = (a.batch - 1) * t.stride[0] + (t.seq - 1) * t.stride[1] + (t.heads - 1) * t.stride[2] +
-                         a.head_dim;
-    const auto lo = reinterpret_cast<uintptr_t>(t.ptr);
-    return std::pair<uintptr_t, uintptr_t>{lo, lo + uintptr_t(last * elem_bytes)};
-  };
-  const auto o = span(tensors[3], 2);
-  for (int i = 0; i < 3; ++i) {
-    const auto x = span(tensors[i], 2);
-    if (o.first < x.second && x.first < o.second)
-      return invalid(std::string("o: overlaps ") + tensors[i].name + " in memory");
-  }
-  if (a.lse) {
-    const auto lo = reinterpret_cast<uintptr_t>(a.lse);
-    const auto hi = lo + uintptr_t(a.batch * a.heads_q * a.seqlen_q * 4);
-    if (o.first < hi && lo < o.second) return invalid("lse: overlaps o in memory");
-  }
-  return Status::success();
+  if (Status s = check_common(a.dtype, a.heads_q, a.heads_kv, a.head_dim, a.softmax_scale, a.window_left,
+                              a.window_right, a.softcap, a.max_sms);
+      !s.ok())
+    return s;
+  const Operand q{"q", a.q, a.q_stride, a.batch, a.seqlen_q, a.heads_q}, k{"k", a.k, a.k_stride, a.batch, a.seqlen_k, a.heads_kv},
+      v{"v", a.v, a.v_stride, a.batch, a.seqlen_k, a.heads_kv}, o{"o", a.o, a.o_stride, a.batch, a.seqlen_q, a.heads_q};
+  for (const Operand& t : {q, k, v, o})
+    if (Status s = check_operand(t, a.head_dim); !s.ok()) return s;
+  return check_output(o, a.lse, a.head_dim, {q, k, v});
 }
 
 // Whether a prefill family runs windows and softcaps (until it does, such calls take the decode

@@ -524,3 +524,79 @@ def test_matmul_bias_and_activation(activation, dtype):
     out3 = tessera.matmul(a3, b, c=c, alpha=0.5, beta=-1.25, bias=bias, activation=activation,
                           out_dtype=torch.float32)
     assert out3.dtype == torch.float32 and rel_err(out3, ref3) < (1e-3 if dtype == torch.bfloat16 else 5e-4)
+
+
+# ------------------------------------------------------------------------- attention with a KV cache
+
+
+def kvcache_reference(q, k_cache, v_cache, lens, block_table, causal):
+    """Per sequence: its keys gathered densely, SDPA-math in fp32 with a bottom-right causal mask."""
+    import torch.nn.functional as F
+
+    out = []
+    for b in range(q.shape[0]):
+        n = int(lens[b])
+        if n == 0:  # no keys: O = 0
+            out.append(torch.zeros_like(q[b], dtype=torch.float32))
+            continue
+        if block_table is None:
+            k, v = k_cache[b, :n], v_cache[b, :n]
+        else:
+            page = k_cache.shape[1]
+            idx = [int(block_table[b, j // page]) * page + j % page for j in range(n)]
+            k = k_cache.flatten(0, 1)[idx]
+            v = v_cache.flatten(0, 1)[idx]
+        qb = q[b].transpose(0, 1).float()  # [Hq, Sq, D]
+        kb, vb = k.transpose(0, 1).float(), v.transpose(0, 1).float()
+        g = qb.shape[0] // kb.shape[0]
+        kb, vb = kb.repeat_interleave(g, 0), vb.repeat_interleave(g, 0)
+        mask = None
+        if causal:
+            sq = qb.shape[1]
+            i = torch.arange(sq, device=q.device)[:, None]
+            j = torch.arange(n, device=q.device)[None, :]
+            mask = j <= i + n - sq
+        out.append(F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask).transpose(0, 1))
+    return torch.stack(out)
+
+
+@gpu
+@pytest.mark.parametrize("paged", [False, True])
+@pytest.mark.parametrize("append", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_with_kvcache(paged, append, causal):
+    torch.manual_seed(0)
+    b, sq, hq, hkv, d, cap, page = 3, 2, 8, 2, 128, 512, 64
+    q = rand(b, sq, hq, d, dtype=torch.bfloat16)
+    if paged:
+        pages = b * cap // page + 2
+        k_cache, v_cache = rand(pages, page, hkv, d, dtype=torch.bfloat16), rand(pages, page, hkv, d, dtype=torch.bfloat16)
+        block_table = torch.randperm(pages, device="cuda", dtype=torch.int32)[: b * cap // page].view(b, -1)
+    else:
+        k_cache, v_cache = rand(b, cap, hkv, d, dtype=torch.bfloat16), rand(b, cap, hkv, d, dtype=torch.bfloat16)
+        block_table = None
+    lens = torch.tensor([0, 200, 509], dtype=torch.int32, device="cuda")
+    k = rand(b, 3, hkv, d, dtype=torch.bfloat16) if append else None
+    v = rand(b, 3, hkv, d, dtype=torch.bfloat16) if append else None
+    if append:
+        lens = lens.clamp(max=cap - 3)
+    k_before, v_before = k_cache.clone(), v_cache.clone()
+    o, lse = tessera.attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, k=k, v=v,
+                                            block_table=block_table, causal=causal, return_lse=True)
+    if append:  # the new keys in the cache, at lens[b]; nothing else changed
+        for bi in range(b):
+            for t in range(3):
+                pos = int(lens[bi]) + t
+                if paged:
+                    where = (int(block_table[bi, pos // page]), pos % page)
+                else:
+                    where = (bi, pos)
+                assert torch.equal(k_cache[where], k[bi, t]) and torch.equal(v_cache[where], v[bi, t])
+                k_before[where], v_before[where] = k[bi, t], v[bi, t]
+    assert torch.equal(k_cache, k_before) and torch.equal(v_cache, v_before)
+    n = lens + (3 if append else 0)
+    ref = kvcache_reference(q, k_cache, v_cache, n, block_table, causal)
+    assert o.shape == q.shape and lse.shape == (b, hq, sq)
+    assert (o.float() - ref).abs().max().item() < 2e-2
+    if int(n[0]) == 0:
+        assert torch.isinf(lse[0]).all() and (lse[0] < 0).all()

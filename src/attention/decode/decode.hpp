@@ -64,15 +64,51 @@ struct DecodeParams {
   AttnParams a;
   int group = 1, rows = 1, row_tiles = 1, key_block0 = 0, splits = 1, blocks_per_split = 1;
   int64_t block0 = 0;     // first CTA of this launch (SM budget: launches of at most max_sms CTAs)
+  // A KV cache (attention_with_kvcache): batch b has min(cache_seqlens[b], a.seqlen_k - seqlen_new)
+  // + seqlen_new keys (the new ones already appended); null: every batch has a.seqlen_k. Paged: K/V
+  // are [pages, page_size, Hkv, D] (k_stride[0]: the page stride) and block_table row b (int32,
+  // block_table_stride apart) names batch b's pages; a.seqlen_k is then pages per row x page_size.
+  const int* cache_seqlens = nullptr;
+  int seqlen_new = 0;
+  const int* block_table = nullptr;
+  int64_t block_table_stride = 0;
+  int page_size = 0, num_pages = 0;
   float* part_o = nullptr;    // [splits][batch * heads_kv * row_tiles * kRows][d] fp32 (splits > 1)
   float* part_lse = nullptr;  // [splits][batch * heads_kv * row_tiles * kRows] fp32, base 2
 };
 
+// The new keys and values of a KV-cache call, written into the cache before the attention reads it:
+// k_new/v_new [batch, seqlen_new, heads_kv, d] (strides: batch, seq, head; d contiguous) go to
+// positions keys_of(b) - seqlen_new ... of batch b (DecodeParams: the same clamp of cache_seqlens).
+struct AppendParams {
+  const void* k_new = nullptr;
+  const void* v_new = nullptr;
+  int64_t k_new_stride[3] = {0, 0, 0}, v_new_stride[3] = {0, 0, 0};
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+  int64_t k_stride[3] = {0, 0, 0}, v_stride[3] = {0, 0, 0};  // the cache's (batch or page, position, head)
+  const int* cache_seqlens = nullptr;
+  const int* block_table = nullptr;
+  int64_t block_table_stride = 0;
+  int page_size = 0, num_pages = 0;
+  int capacity = 0;  // positions per batch
+  int batch = 0, seqlen_new = 0, heads_kv = 0, d = 0;
+};
+cudaError_t append_kv(const AppendParams& p, int max_sms, cudaStream_t stream);
+
 // Runs the plan (causal folded into p's window): the decode kernel, then (splits > 1) the combine; `workspace` holds
 // plan.workspace_bytes. max_sms: the SM budget (0 = every SM). dependent_launch: the combine as a
 // programmatic dependent launch (cc 9.x; it waits for the splits in the kernel).
+// A KV cache's per-sequence lengths and pages (DecodeParams' fields of the same names).
+struct Cache {
+  const int* cache_seqlens = nullptr;
+  int seqlen_new = 0;
+  const int* block_table = nullptr;
+  int64_t block_table_stride = 0;
+  int page_size = 0, num_pages = 0;
+};
 cudaError_t run(int d, bool bf16, const AttnParams& p, const Plan& plan, void* workspace, int max_sms,
-                bool dependent_launch, cudaStream_t stream);
+                bool dependent_launch, cudaStream_t stream, const Cache* cache = nullptr);
 
 // The per-head-dim launchers (one translation unit each: decode_d<d>.cu).
 template <int D, bool BF16>

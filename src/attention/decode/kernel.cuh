@@ -15,6 +15,7 @@
 
 #include "attention/common.cuh"
 #include "attention/decode/decode.hpp"
+#include "attention/decode/kv_rows.hpp"
 #include "attention/sm80/kernel.cuh"
 #include "core/dependent_launch.cuh"
 
@@ -66,6 +67,29 @@ __device__ __forceinline__ Place place_of(const DecodeParams& p) {
   return w;
 }
 
+// Keys of batch b: all of them, or (a KV cache) its cached ones, clamped to the capacity, plus the
+// appended ones.
+__device__ __forceinline__ int keys_of(const DecodeParams& p, int b) {
+  if (!p.cache_seqlens) return p.a.seqlen_k;
+  const int cached = min(max(p.cache_seqlens[b], 0), p.a.seqlen_k - p.seqlen_new);
+  return cached + p.seqlen_new;
+}
+
+// Batch b's rows of K (or V, with its strides): base pointer of the head, and where key j lives.
+template <class Element>
+__device__ __forceinline__ const Element* kv_base(const DecodeParams& p, const void* x, const int64_t* stride, int b,
+                                                  int hkv, KvRows* rows) {
+  rows->row = stride[1];
+  if (p.block_table) {
+    rows->page = stride[0];
+    rows->table = p.block_table + b * p.block_table_stride;
+    rows->page_size = p.page_size;
+    rows->last_page = p.num_pages - 1;
+    return static_cast<const Element*>(x) + hkv * stride[2];
+  }
+  return static_cast<const Element*>(x) + b * stride[0] + hkv * stride[2];
+}
+
 // Fetches the 128-byte line at p into L2 (no registers, nothing to wait for).
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
@@ -108,29 +132,27 @@ __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p) {
   auto sK = [&](int s) { return make_tensor(make_smem_ptr(ring + s * 2 * T::kTileElems), typename T::SmemLayoutTile{}); };
   auto sV = [&](int s) { return make_tensor(make_smem_ptr(ring + (s * 2 + 1) * T::kTileElems), typename T::SmemLayoutTile{}); };
   auto sVt = [&](int s) { return make_tensor(make_smem_ptr(ring + (s * 2 + 1) * T::kTileElems), typename T::SmemLayoutVt{}); };
-  const Element* k_ptr = static_cast<const Element*>(a.k) + w.b * a.k_stride[0] + w.hkv * a.k_stride[2];
-  const Element* v_ptr = static_cast<const Element*>(a.v) + w.b * a.v_stride[0] + w.hkv * a.v_stride[2];
-  Tensor mK = make_tensor(make_gmem_ptr(k_ptr), make_shape(a.seqlen_k, Int<D>{}), make_stride(a.k_stride[1], _1{}));
-  Tensor mV = make_tensor(make_gmem_ptr(v_ptr), make_shape(a.seqlen_k, Int<D>{}), make_stride(a.v_stride[1], _1{}));
-  Tensor gK = local_tile(mK, Shape<Int<kBlockN>, Int<D>>{}, make_coord(_, 0));  // (16,D,blocks)
-  Tensor gV = local_tile(mV, Shape<Int<kBlockN>, Int<D>>{}, make_coord(_, 0));
-  Tensor cK = local_tile(make_identity_tensor(shape(mK)), Shape<Int<kBlockN>, Int<D>>{}, make_coord(_, 0));
+  KvRows k_rows, v_rows;
+  const Element* k_ptr = kv_base<Element>(p, a.k, a.k_stride, w.b, w.hkv, &k_rows);
+  const Element* v_ptr = kv_base<Element>(p, a.v, a.v_stride, w.b, w.hkv, &v_rows);
+  const int n_keys = keys_of(p, w.b);
   typename T::GmemCopy g2s;
   auto thr_g2s = g2s.get_slice(lane);
-  Tensor tKgK = thr_g2s.partition_S(gK);  // (CPY,CPY_N,CPY_D,blocks)
-  Tensor tVgV = thr_g2s.partition_S(gV);
-  Tensor tKcK = thr_g2s.partition_S(cK);
+  Tensor tKcK = thr_g2s.partition_S(make_identity_tensor(Shape<Int<kBlockN>, Int<D>>{}));  // (CPY,CPY_N,CPY_D) -> (key, d)
 
   // The split's key blocks, and this warp's share of them.
-  const int key_blocks = (a.seqlen_k + kBlockN - 1) / kBlockN;
+  const int key_blocks = (n_keys + kBlockN - 1) / kBlockN;
   const int first = p.key_block0 + w.split * p.blocks_per_split + warp;
   const int last = min(key_blocks, p.key_block0 + (w.split + 1) * p.blocks_per_split);  // one past
   const int steps = first < last ? (last - first + kWarps - 1) / kWarps : 0;
   auto load = [&](int step) {  // block of this warp's `step` -> ring slot step % kStages
     if (step < steps) {
-      const int n = first + step * kWarps, s = step % kStages;
-      copy_rows(g2s, tKgK(_, _, _, n), thr_g2s.partition_D(sK(s)), tKcK(_, _, _, n), a.seqlen_k);
-      copy_rows(g2s, tVgV(_, _, _, n), thr_g2s.partition_D(sV(s)), tKcK(_, _, _, n), a.seqlen_k);
+      const int j0 = (first + step * kWarps) * kBlockN, s = step % kStages;
+      auto block = [&](const Element* base, const KvRows& rows) {  // (16,D) at key j0 (one page)
+        return make_tensor(make_gmem_ptr(base + rows.offset(j0)), Shape<Int<kBlockN>, Int<D>>{}, make_stride(rows.row, _1{}));
+      };
+      copy_rows(g2s, thr_g2s.partition_S(block(k_ptr, k_rows)), thr_g2s.partition_D(sK(s)), tKcK, n_keys - j0);
+      copy_rows(g2s, thr_g2s.partition_S(block(v_ptr, v_rows)), thr_g2s.partition_D(sV(s)), tKcK, n_keys - j0);
     }
     cp_async_fence();  // an empty group past the end keeps the wait counts uniform
   };
@@ -140,10 +162,10 @@ __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p) {
   constexpr int kRowLines = (D * 2 + 127) / 128, kPrefetchSteps = kPrefetchBytes / (kWarps * kBlockN * D * 2 * 2);
   for (int i = lane; i < kPrefetchSteps * kBlockN * kRowLines; i += 32) {
     const int step = kStages - 1 + i / (kBlockN * kRowLines), row = i / kRowLines % kBlockN, line = i % kRowLines;
-    const int64_t key = int64_t(first + step * kWarps) * kBlockN + row;
-    if (step < steps && key < a.seqlen_k) {
-      prefetch_l2(k_ptr + key * a.k_stride[1] + line * 64);
-      prefetch_l2(v_ptr + key * a.v_stride[1] + line * 64);
+    const int key = (first + step * kWarps) * kBlockN + row;
+    if (step < steps && key < n_keys) {
+      prefetch_l2(k_ptr + k_rows.offset(key) + line * 64);
+      prefetch_l2(v_ptr + v_rows.offset(key) + line * 64);
     }
   }
 
@@ -170,9 +192,9 @@ __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p) {
   int key_lo[kThrRows], key_hi[kThrRows];
   CUTE_UNROLL
   for (int r = 0; r < kThrRows; ++r) {
-    const int64_t i = (row0 + get<0>(tScS_rc(r, 0))) / p.group + int64_t(a.seqlen_k) - a.seqlen_q;
+    const int64_t i = (row0 + get<0>(tScS_rc(r, 0))) / p.group + int64_t(n_keys) - a.seqlen_q;
     key_lo[r] = a.window_left < 0 ? 0 : int(max<int64_t>(0, i - a.window_left));
-    key_hi[r] = a.window_right < 0 ? a.seqlen_k : int(min<int64_t>(a.seqlen_k, max<int64_t>(0, i + a.window_right + 1)));
+    key_hi[r] = a.window_right < 0 ? n_keys : int(min<int64_t>(n_keys, max<int64_t>(0, i + a.window_right + 1)));
   }
   // Softcap: scale * s -> softcap * tanh(scale * s / softcap), kept in units of s for the softmax.
   const float cap_in = a.softcap > 0.0f ? a.scale / a.softcap : 0.0f, cap_out = a.softcap > 0.0f ? a.softcap / a.scale : 0.0f;

@@ -43,13 +43,21 @@ Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_
 }
 
 cudaError_t run(int d, bool bf16, const AttnParams& a, const Plan& pl, void* workspace, int max_sms,
-                bool dependent_launch, cudaStream_t stream) {
+                bool dependent_launch, cudaStream_t stream, const Cache* cache) {
   DecodeParams p;
   p.a = a;
   p.group = pl.group;
   p.rows = pl.rows;
   p.row_tiles = pl.row_tiles;
   p.key_block0 = pl.key_block0;
+  if (cache) {
+    p.cache_seqlens = cache->cache_seqlens;
+    p.seqlen_new = cache->seqlen_new;
+    p.block_table = cache->block_table;
+    p.block_table_stride = cache->block_table_stride;
+    p.page_size = cache->page_size;
+    p.num_pages = cache->num_pages;
+  }
   p.splits = pl.splits;
   p.blocks_per_split = pl.blocks_per_split;
   if (pl.splits > 1) {
