@@ -209,9 +209,9 @@ if [ "$mode" = python ]; then
 fi
 
 if [ "$mode" = python ] || [ "$mode" = decode ]; then
-  echo "== decode attention replayed from CUDA graphs vs SDPA (bench/decode_attention.py)"
+  echo "== decode attention replayed from CUDA graphs vs SDPA (python -m tessera.bench attention --decode)"
   # shellcheck disable=SC2086
-  PYTHONPATH="$PWD/$build/python:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 python3 bench/decode_attention.py \
+  PYTHONPATH="$PWD/$build/python:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 python3 -m tessera.bench attention --decode \
     --json "$out/decode_attention.json" ${DECODE_ATTN_ARGS:-} 2>&1 | tee "$out/decode_attention.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi

@@ -2,6 +2,7 @@
 
     python -m tessera.bench gemm       [--quick] [--dtypes bf16,fp16] [--out DIR] [--hbm-peak-gbs GB/s]
     python -m tessera.bench attention  [--quick] [--dtypes bf16,fp16] [--out DIR]
+    python -m tessera.bench attention --decode [--quick] [--json FILE]   (tessera/decode_bench.py)
     python -m tessera.bench llama      [options: python -m tessera.bench llama --help]
 
 gemm: tessera.matmul vs torch.matmul (cuBLAS). attention: tessera.attention vs
@@ -363,6 +364,10 @@ def main(argv=None):
         from . import llama_bench
 
         return llama_bench.main(argv[1:])
+    if argv[:1] == ["attention"] and "--decode" in argv:  # likewise
+        from . import decode_bench
+
+        return decode_bench.main([a for a in argv[1:] if a != "--decode"])
     args = parse_args(argv)
     if args.suite == "llama":
         print("tessera.bench: 'llama' must come first: python -m tessera.bench llama [options]", file=sys.stderr)

@@ -69,6 +69,12 @@ def test_no_gpu_exits_3(monkeypatch, tmp_path, suite, capsys):
     assert not any(tmp_path.iterdir()), "nothing written without a GPU"
 
 
+def test_decode_attention_without_a_gpu_exits_3(monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert bench.main(["attention", "--decode", "--quick"]) == bench.EXIT_NO_GPU
+    assert "no GPU" in capsys.readouterr().err
+
+
 def test_no_transformers_exits_3(monkeypatch, capsys):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setitem(sys.modules, "transformers", None)  # makes `import transformers` raise ImportError

@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """Decode attention (a few query tokens against a long KV cache) as a CUDA graph replays it:
 tessera.attention vs torch SDPA's cuDNN, flash and memory-efficient backends (issue 26).
 
-    python bench/decode_attention.py [--hbm-gbs 3350] [--json FILE] [--quick]
+    python -m tessera.bench attention --decode [--hbm-gbs 3350] [--json FILE] [--quick] [--pages 16,64,256]
 
 bf16, layout [B, H, S, D] (SDPA's; the paged columns: tessera.attention_with_kvcache on the same keys
 as pages in random order) with enable_gqa for SDPA, not causal (SDPA aligns a causal mask
@@ -57,15 +56,15 @@ def capture(torch, fn):
     return g
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m tessera.bench attention --decode", description=__doc__.split("\n\n")[0])
     p.add_argument("--hbm-gbs", type=float, default=3350.0)
     p.add_argument("--json")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--pages", default="16,64,256",
                    help="also time tessera.attention_with_kvcache on a paged copy of the cache (pages in random "
                         "order) at these page sizes, comma-separated ('' = none)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -73,8 +72,8 @@ def main():
     import tessera
 
     if not torch.cuda.is_available():
-        print("decode_attention: no CUDA device; nothing to measure")
-        return 0
+        print("tessera.bench attention --decode: no GPU (torch sees no CUDA device); nothing measured", file=sys.stderr)
+        return 3
     dev = torch.device("cuda")
     backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
                 "efficient": SDPBackend.EFFICIENT_ATTENTION}
