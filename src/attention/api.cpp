@@ -236,6 +236,10 @@ AttnParams params_of(const AttentionArgs& args) {
   p.window_left = side(args.window_left);
   p.window_right = args.causal ? 0 : side(args.window_right);
   p.softcap = args.softcap;
+  if (args.softcap > 0.0f) {
+    p.softcap_in = p.scale / args.softcap;
+    p.softcap_out = args.softcap / p.scale;
+  }
   return p;
 }
 

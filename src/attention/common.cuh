@@ -28,9 +28,15 @@ __device__ __forceinline__ float fast_exp2(float x) {
 // One CTA's block of BM query rows of one (batch, query head), and the key blocks it visits.
 struct QueryBlock {
   int m_block, head, b, head_kv;
-  int row0;      // first query row
-  int diag;      // causal: query i sees keys j <= i + diag (bottom-right aligned)
-  int n_blocks;  // key blocks of BN keys to visit (causal: up to the last row's diagonal)
+  int row0;  // first query row
+  // Row r of the block (r = 0 .. BM - 1) sees keys key_lo + r <= j < min(key_hi + r, seqlen_k): its
+  // window (causal: a right side of 0), bottom-right aligned. Both are clamped into [-BM, seqlen_k],
+  // which masks the same keys and keeps every sum with a row or column offset inside an int.
+  int key_lo, key_hi;
+  int n_begin, n_end;        // key blocks (BN keys) to visit, [n_begin, n_end): those some row sees
+  int full_begin, full_end;  // blocks in [full_begin, full_end) hold only keys every row sees
+  // Whether key block n may hold a key some row of the block must not see (the per-element mask).
+  __device__ __forceinline__ bool masked(int n) const { return n < full_begin || n >= full_end; }
 };
 
 template <int BM, int BN, bool Causal>
@@ -45,13 +51,62 @@ __device__ __forceinline__ QueryBlock query_block(const AttnParams& p) {
   q.b = bh / p.heads_q;
   q.head_kv = q.head / (p.heads_q / p.heads_kv);
   q.row0 = q.m_block * BM;
-  q.diag = p.seqlen_k - p.seqlen_q;
-  q.n_blocks = (p.seqlen_k + BN - 1) / BN;
-  if constexpr (Causal) {
-    const int last_row = min(q.row0 + BM, p.seqlen_q) - 1;
-    q.n_blocks = min(q.n_blocks, max(0, (last_row + q.diag + 1 + BN - 1) / BN));
-  }
+  // The block's last row that exists: rows past seqlen_q are computed but never stored, so they
+  // neither widen the visited range nor force a mask.
+  const int last = min(BM, p.seqlen_q - q.row0) - 1;
+  // Row 0's bottom-right aligned position among the keys; the window bounds are computed in 64 bits,
+  // then clamped.
+  const int64_t i0 = int64_t(q.row0) + p.seqlen_k - p.seqlen_q;
+  const int right = Causal ? 0 : p.window_right;  // causal wins over (is at most) any right window
+  auto clamp = [&](int64_t x) { return int(max<int64_t>(-BM, min<int64_t>(p.seqlen_k, x))); };
+  q.key_lo = p.window_left < 0 ? -BM : clamp(i0 - p.window_left);
+  q.key_hi = right < 0 ? p.seqlen_k : clamp(i0 + right + 1);
+  // The lowest key any row sees is row 0's first, the highest the last row's last; a block needs no
+  // mask when the last row's window starts at or before it and row 0's ends at or after it.
+  const int first_key = max(0, q.key_lo), end_key = max(0, min(q.key_hi + last, p.seqlen_k));
+  q.n_begin = first_key / BN;
+  q.n_end = first_key < end_key ? (end_key + BN - 1) / BN : q.n_begin;
+  q.full_begin = (max(0, q.key_lo + last) + BN - 1) / BN;
+  q.full_end = max(0, min(q.key_hi, p.seqlen_k)) / BN;
   return q;
+}
+
+// Masks S block (rows, cols) view `s` with coordinates `coords` inside the (BM, BN) block whose
+// first key is col0: keys outside a row's window and past seqlen_k become -inf. Only the blocks
+// QueryBlock::masked() names pay for it.
+template <class TS, class TC>
+__device__ __forceinline__ void mask_block(TS& s, TC const& coords, const QueryBlock& q, int col0, int seqlen_k) {
+  // Key col0 + c is visible to row r when key_lo <= col0 + c - r < key_hi and col0 + c < seqlen_k:
+  // a band of diagonals and the sequence end. In block coordinates the three bounds are the same for
+  // every element, so no per-row bound needs a register.
+  // This thread's first element (row t_row, column t_col); the others sit at fixed offsets from it.
+  const int t_row = get<0>(coords(0, 0)), t_col = get<1>(coords(0, 0));
+  const int lo = q.key_lo - col0 - (t_col - t_row), hi = q.key_hi - col0 - (t_col - t_row), end = seqlen_k - col0 - t_col;
+  CUTE_UNROLL
+  for (int r = 0; r < size<0>(s); ++r) {
+    CUTE_UNROLL
+    for (int c = 0; c < size<1>(s); ++c) {
+      const int dr = get<0>(coords.layout()(r, c)), dc = get<1>(coords.layout()(r, c));  // compile-time
+      if (dc - dr < lo || dc - dr >= hi || dc >= end) s(r, c) = -INFINITY;
+    }
+  }
+}
+
+// Softcap (p.softcap > 0; the caller checks) on S block `s` in place, kept in units of the raw
+// score for the softmax: s -> (softcap / scale) * tanh(s * scale / softcap). tanh on the SFU
+// (tanh.approx.f32, sm_75+; relative error about 2^-16 as measured, 2^-11 as documented) is one
+// instruction with no temporaries, which the kernels at the register limit need: an exact
+// 1 - 2 / (1 + e^2x) on ex2 and rcp took 30 more registers at d = 128 on sm_90. S is finite here
+// (the mask comes after), and tanh saturates at +-1.
+__device__ __forceinline__ float tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+template <class TS>
+__device__ __forceinline__ void apply_softcap(TS& s, const AttnParams& p) {
+  CUTE_UNROLL
+  for (int i = 0; i < size(s); ++i) s(i) = p.softcap_out * tanh_approx(s(i) * p.softcap_in);
 }
 
 // The (batch, head) slices of Q, K, V and O as (seq, D) tensors with unit stride along D.
@@ -94,23 +149,11 @@ struct OnlineSoftmax {
     }
   }
 
-  // One S block, (rows, cols) view `s` with coordinates `coords` inside the (BM, BN) block whose
-  // first key is col0: masks keys past seqlen_k and (causal) right of the diagonal when `check`,
-  // then S -> exp2 weights in place, updating the running max and sum. Returns whether a row max
-  // of this warp moved: O then needs rescaling by `correction`.
-  template <bool Causal, class TS, class TC>
-  __device__ bool update(TS& s, TC const& coords, const QueryBlock& q, int col0, bool check, const AttnParams& p) {
-    if (check) {  // only the blocks that can hold masked keys pay for it
-      CUTE_UNROLL
-      for (int r = 0; r < size<0>(s); ++r) {
-        CUTE_UNROLL
-        for (int c = 0; c < size<1>(s); ++c) {
-          const int col = col0 + get<1>(coords(r, c));
-          const int row = q.row0 + get<0>(coords(r, c));
-          if (col >= p.seqlen_k || (Causal && col > row + q.diag)) s(r, c) = -INFINITY;
-        }
-      }
-    }
+  // One S block (rows, cols) view `s`, masked and capped already: S -> exp2 weights in place,
+  // updating the running max and sum. Returns whether a row max of this warp moved: O then needs
+  // rescaling by `correction`.
+  template <class TS>
+  __device__ bool update(TS& s, const AttnParams& p) {
     bool max_moved = false;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {

@@ -21,6 +21,11 @@ struct AttnParams {
   // seqlen_q; -1 = unlimited (causal is window_right = 0, folded in by the API).
   int window_left = -1, window_right = -1;
   float softcap = 0.0f;  // > 0: s -> softcap * tanh(s / softcap) on the scaled scores
+  // The softcap as the prefill kernels apply it to raw scores s, s -> softcap_out * tanh(s *
+  // softcap_in): softcap_in = scale / softcap, softcap_out = softcap / scale (api.cpp; both 0
+  // without a softcap). Kernel parameters, so the loop reads them from the constant bank instead of
+  // holding them in registers.
+  float softcap_in = 0.0f, softcap_out = 0.0f;
   // The grid is one-dimensional over (query block, head, batch), query blocks fastest; a launch
   // covers blocks [block0, block0 + gridDim.x) (launch_kernel.cuh cuts the grid under an SM budget).
   int m_blocks = 0;          // query blocks per (batch, head)

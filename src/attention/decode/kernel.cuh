@@ -226,8 +226,7 @@ __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p) {
         if (cap_in > 0.0f) sc(r, c) = cap_out * tanhf(sc(r, c) * cap_in);
         if (key < key_lo[r] || key >= key_hi[r]) sc(r, c) = -INFINITY;
       }
-    QueryBlock unused{};
-    if (softmax.template update<false>(sc, tScS_rc, unused, col0, false, a)) {
+    if (softmax.update(sc, a)) {
       Tensor o_rc = make_tensor(acc_o.data(), sm80::rowcol(acc_o.layout()));
       softmax.rescale(o_rc);
     }

@@ -1,8 +1,10 @@
 // Attention forward, FlashAttention-2 structure (seed 004), on SM80 mma.sync. Runs on sm_80+.
 //
 // One CTA computes O for BLOCK_M query rows of one (batch, query head):
-//   Q tile -> smem once; for each key block (last to first, so the masked blocks come first):
-//     S = Q K^T (registers), mask (causal / sequence tail), online softmax in exp2 with the scale
+//   Q tile -> smem once; for each key block some row sees (last to first, so the masked blocks of
+//   causal come first; a window's left side stops the walk early):
+//     S = Q K^T (registers), softcap, mask (window / causal / sequence tail; only the blocks holding
+//     a key some row must not see), online softmax in exp2 with the scale
 //     folded in (running max and sum, rescale of O), P -> f16/bf16 in registers re-used as the A
 //     operand of O += P V.
 //   K and V have one smem buffer each: V(n) loads while S(n) = Q K(n)^T runs, and K(n-1) loads
@@ -89,7 +91,6 @@ __global__ void __launch_bounds__(T::kThreads) attention_kernel(AttnParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
   const int tid = threadIdx.x;
   const QueryBlock qb = query_block<BM, BN, T::Causal>(p);
-  const int n_blocks = qb.n_blocks;
   auto heads = head_tensors<Element, D>(p, qb);
   Tensor mQ = get<0>(heads);  // (seq, D)
   Tensor mK = get<1>(heads);
@@ -147,13 +148,13 @@ __global__ void __launch_bounds__(T::kThreads) attention_kernel(AttnParams p) {
   OnlineSoftmax<kRows> softmax;
   softmax.init();
 
-  if (n_blocks > 0) {
-    int n_block = n_blocks - 1;
+  if (qb.n_end > qb.n_begin) {
+    int n_block = qb.n_end - 1;
     copy_rows(g2s, tQgQ, tQsQ, tQcQ, p.seqlen_q);
     copy_rows(g2s, tKgK(_, _, _, n_block), tKsK, tKcK(_, _, _, n_block), p.seqlen_k);
     cp_async_fence();
 
-    for (; n_block >= 0; --n_block) {
+    for (; n_block >= qb.n_begin; --n_block) {
       Tensor acc_s = partition_fragment_C(mma, Shape<Int<BM>, Int<BN>>{});  // (MMA,MMA_M,MMA_N) fp32
       clear(acc_s);
       cp_async_wait<0>();
@@ -182,16 +183,16 @@ __global__ void __launch_bounds__(T::kThreads) attention_kernel(AttnParams p) {
 
       cp_async_wait<0>();
       __syncthreads();  // V(n) landed; every thread is done reading K(n)
-      if (n_block > 0) {
+      if (n_block > qb.n_begin) {
         copy_rows(g2s, tKgK(_, _, _, n_block - 1), tKsK, tKcK(_, _, _, n_block - 1), p.seqlen_k);
         cp_async_fence();
       }
 
-      // Masks (keys past the sequence end; causal: right of the diagonal) and the online softmax.
+      // Softcap, masks (keys past the sequence end or outside a row's window) and the online softmax.
       Tensor s = make_tensor(acc_s.data(), rowcol(acc_s.layout()));  // (rows, cols)
-      const int col0 = n_block * BN;
-      const bool check = col0 + BN > p.seqlen_k || (T::Causal && col0 + BN - 1 > qb.row0 + qb.diag);
-      if (softmax.template update<T::Causal>(s, tScS_rc, qb, col0, check, p)) {
+      if (p.softcap > 0.0f) apply_softcap(s, p);
+      if (qb.masked(n_block)) mask_block(s, tScS_rc, qb, n_block * BN, p.seqlen_k);
+      if (softmax.update(s, p)) {
         Tensor o_rc = make_tensor(acc_o.data(), rowcol(acc_o.layout()));
         softmax.rescale(o_rc);
       }

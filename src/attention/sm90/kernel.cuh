@@ -5,9 +5,11 @@
 // warpgroup owns 64 rows, so a row's softmax state stays inside one warpgroup (quad shuffles only).
 //   Q tile -> smem once. K and V go through a two-stage smem ring filled by cp.async from every
 //   thread: block n-1 loads while block n computes. Key blocks run last to first (causal: the
-//   masked diagonal blocks come first).
+//   masked diagonal blocks come first), from the last block some row sees down to the first one (a
+//   window's left side stops the walk early).
 //   S = Q K^T: WGMMA 64 x BN x 16, both operands read from 128B-swizzled smem by descriptor.
-//   Mask, online softmax in exp2 with the scale folded in, O rescaled only when a row max moved.
+//   Softcap, mask (window / causal / sequence tail; only the blocks holding a key some row must not
+//   see), online softmax in exp2 with the scale folded in, O rescaled only when a row max moved.
 //   O += P V: WGMMA 64 x D x 16 with P straight from registers (the S accumulator converted to
 //   f16/bf16 and re-read in the A-operand layout) and V^T read from smem as an MN-major operand.
 //   O / rowsum -> smem (Q's buffer) -> 16-byte coalesced stores; LSE to gmem.
@@ -95,7 +97,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p)
   extern __shared__ __align__(1024) unsigned char smem[];  // 128B swizzle atoms repeat every 1 KB
   const int tid = threadIdx.x;
   const QueryBlock qb = query_block<BM, BN, T::Causal>(p);
-  const int n_blocks = qb.n_blocks;
   auto heads = head_tensors<Element, D>(p, qb);
   Tensor mQ = get<0>(heads);  // (seq, D)
   Tensor mK = get<1>(heads);
@@ -150,12 +151,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p)
   OnlineSoftmax<kRows> softmax;
   softmax.init();
 
-  // Softmax of S block n in place; O rescaled by the caller when the returned flag says so.
+  // Softcap, mask and softmax of S block n in place; O rescaled by the caller when the returned
+  // flag says so.
   auto softmax_block = [&](auto& acc_s, int n_block) {
     Tensor s = make_tensor(acc_s.data(), rowcol(acc_s.layout()));  // (rows, cols)
-    const int col0 = n_block * BN;
-    const bool check = col0 + BN > p.seqlen_k || (T::Causal && col0 + BN - 1 > qb.row0 + qb.diag);
-    return softmax.template update<T::Causal>(s, tScS_rc, qb, col0, check, p);
+    if (p.softcap > 0.0f) apply_softcap(s, p);
+    if (qb.masked(n_block)) mask_block(s, tScS_rc, qb, n_block * BN, p.seqlen_k);
+    return softmax.update(s, p);
   };
   auto rescale_o = [&]() {
     Tensor o_rc = make_tensor(acc_o.data(), rowcol(acc_o.layout()));
@@ -189,19 +191,19 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p)
     __syncthreads();
   };
 
-  // Main loop; the stage of block n is n & 1 for both K and V.
+  // Main loop over blocks n_last down to n_first; the stage of block n is n & 1 for both K and V.
   //   Plain: per block, S = Q K^T, softmax, O += P V, each waited for; K/V(n-1) load meanwhile.
   //   Overlap (FA3's intra-warpgroup pipelining): S(n) and P(n+1) V(n+1) are issued together, and
   //   the softmax of S(n) runs while the tensor core still does P V; K(n-1) and V(n) load meanwhile.
   Tensor rP = make_tensor_like<Element>(partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{}));  // P, 16-bit
   Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));  // ((2,2,2),1,BN/16): the A operand of P V
-  const int n_last = n_blocks - 1;
-  if (n_blocks > 0 && !T::kOverlap) {
+  const int n_first = qb.n_begin, n_last = qb.n_end - 1;
+  if (n_last >= n_first && !T::kOverlap) {
     copy_rows(g2s, tQgQ, tQsQ, tQcQ, p.seqlen_q);
     load_kv(n_last, n_last & 1);
-    for (int n_block = n_last; n_block >= 0; --n_block) {
+    for (int n_block = n_last; n_block >= n_first; --n_block) {
       wait_copies();  // K(n), V(n) (and Q) landed; every warpgroup is done with block n+1's stage
-      if (n_block > 0) load_kv(n_block - 1, (n_block - 1) & 1);
+      if (n_block > n_first) load_kv(n_block - 1, (n_block - 1) & 1);
       Tensor acc_s = partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{});  // ((2,2,BN/8),1,1) fp32
       issue_s(acc_s, n_block & 1);
       warpgroup_wait<0>();
@@ -214,11 +216,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p)
       warpgroup_fence_operand(acc_o);
     }
   }
-  if (n_blocks > 0 && T::kOverlap) {
+  if (n_last >= n_first && T::kOverlap) {
     copy_rows(g2s, tQgQ, tQsQ, tQcQ, p.seqlen_q);
     load_kv(n_last, n_last & 1);
     wait_copies();
-    if (n_last > 0) {
+    if (n_last > n_first) {
       copy_rows(g2s, tKgK(_, _, _, n_last - 1), tKsK(_, _, _, (n_last - 1) & 1), tKcK(_, _, _, n_last - 1), p.seqlen_k);
       cp_async_fence();
     }
@@ -231,9 +233,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p)
       CUTE_UNROLL
       for (int i = 0; i < size(acc_s); ++i) rP(i) = Element(acc_s(i));
     }
-    for (int n_block = n_last - 1; n_block >= 0; --n_block) {
+    for (int n_block = n_last - 1; n_block >= n_first; --n_block) {
       wait_copies();  // K(n) and V(n+1) landed; every warpgroup is done with the stages refilled next
-      if (n_block > 0)
+      if (n_block > n_first)
         copy_rows(g2s, tKgK(_, _, _, n_block - 1), tKsK(_, _, _, (n_block - 1) & 1), tKcK(_, _, _, n_block - 1), p.seqlen_k);
       copy_rows(g2s, tVgV(_, _, _, n_block), tVsV(_, _, _, n_block & 1), tKcK(_, _, _, n_block), p.seqlen_k);
       cp_async_fence();
@@ -251,8 +253,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p)
       CUTE_UNROLL
       for (int i = 0; i < size(acc_s); ++i) rP(i) = Element(acc_s(i));
     }
-    wait_copies();  // V(0) landed
-    issue_pv(tOrP, 0);
+    wait_copies();  // V(n_first) landed
+    issue_pv(tOrP, n_first & 1);
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc_o);
   }
