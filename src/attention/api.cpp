@@ -188,19 +188,20 @@ Status validate(const AttentionArgs& a) {
   return check_output(o, a.lse, a.head_dim, {q, k, v});
 }
 
-// Whether a prefill family runs windows and softcaps (until it does, such calls take the decode
-// family at any length: correct, slower at long query sequences).
-constexpr bool kPrefillWindows = false;
+// Whether the prefill families run windows and softcaps. They do; false would send every call with a
+// window or softcap to the decode family at any query length (correct, slow for long queries).
+constexpr bool kPrefillWindows = true;
 
 // The decode family's plan for this call (params `p`) on `dev`, or false when the call goes to a
 // prefill family: more than decode::kMaxSeqlenQ query tokens (unless only the decode family runs its
-// window or softcap), a TESSERA_ATTN_CONFIG override (it names a prefill configuration), or a CTA the
-// device's shared memory cannot hold.
+// window or softcap), a TESSERA_ATTN_CONFIG override (it names a prefill configuration; same
+// exception), or a CTA the device's shared memory cannot hold.
 bool decode_plan(const AttentionArgs& a, const AttnParams& p, const detail::DeviceInfo& dev, size_t workspace_bytes,
                  decode::Plan* out) {
   const bool local = p.window_left >= 0 || (p.window_right >= 0 && !a.causal) || p.softcap > 0.0f;
-  if ((a.seqlen_q > decode::kMaxSeqlenQ && !(local && !kPrefillWindows)) || dev.cc_major < 8) return false;
-  if (!detail::environment().attn_config.empty() && !local) return false;
+  const bool decode_only = local && !kPrefillWindows;
+  if ((a.seqlen_q > decode::kMaxSeqlenQ && !decode_only) || dev.cc_major < 8) return false;
+  if (!detail::environment().attn_config.empty() && !decode_only) return false;
   const int d = int(a.head_dim);
   const int per_sm = decode::ctas_per_sm(d, dev.smem_optin + 1024);
   if (per_sm < 1) return false;
@@ -231,10 +232,13 @@ AttnParams params_of(const AttentionArgs& args) {
   }
   p.scale = args.softmax_scale > 0.0f ? args.softmax_scale : 1.0f / std::sqrt(float(args.head_dim));
   p.scale_log2 = p.scale * 1.4426950408889634f;
-  // A window wider than the keys is no window (and fits an int).
-  auto side = [&](int64_t w) { return w < 0 || w >= args.seqlen_k + args.seqlen_q ? -1 : int(w); };
-  p.window_left = side(args.window_left);
-  p.window_right = args.causal ? 0 : side(args.window_right);
+  // A side that reaches past every key is no limit, which also keeps it in an int: a left window
+  // of seqlen_k or more starts every row's window before key 0 (the last row's i' is seqlen_k - 1),
+  // a right one of seqlen_q or more ends every row's after the last key (the first row's i' is
+  // seqlen_k - seqlen_q).
+  auto side = [&](int64_t w, int64_t wide) { return w < 0 || w >= wide ? -1 : int(w); };
+  p.window_left = side(args.window_left, args.seqlen_k);
+  p.window_right = args.causal ? 0 : side(args.window_right, args.seqlen_q);
   p.softcap = args.softcap;
   if (args.softcap > 0.0f) {
     p.softcap_in = p.scale / args.softcap;
@@ -307,9 +311,12 @@ Status attention(const AttentionArgs& args, void* stream, void* workspace, size_
                                                     " bytes of shared memory; the device allows " +
                                                     std::to_string(dev.smem_optin));
     const bool bf16 = args.dtype == DType::BF16;
+    // The causal instantiations are those of a right window of 0 (causal or not: the same mask), which
+    // they run longest query block first.
+    const bool causal = p.window_right == 0;
     const cudaError_t e = cfg->arch == 90
-                              ? attn::sm90::run(cfg->id, bf16, args.causal, p, args.max_sms, static_cast<cudaStream_t>(stream))
-                              : attn::sm80::run(cfg->id, bf16, args.causal, p, args.max_sms, static_cast<cudaStream_t>(stream));
+                              ? attn::sm90::run(cfg->id, bf16, causal, p, args.max_sms, static_cast<cudaStream_t>(stream))
+                              : attn::sm80::run(cfg->id, bf16, causal, p, args.max_sms, static_cast<cudaStream_t>(stream));
     if (e != cudaSuccess) return detail::fail(TESSERA_STATUS_CUDA_ERROR, std::string(cfg->name) + ": " + cudaGetErrorString(e));
     return Status::success();
   };
