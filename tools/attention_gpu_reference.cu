@@ -25,7 +25,9 @@ struct RefParams {
   int64_t sq, sk, hq, hkv, d;
   int64_t chunk;
   float scale;
+  float softcap;  // > 0: s -> softcap * tanhf(s / softcap)
   bool causal;
+  int64_t window_left, window_right;  // -1: unlimited
 };
 
 __device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
@@ -72,9 +74,16 @@ __global__ void __launch_bounds__(kThreads) reference_kernel(RefParams p, float*
   const int64_t hk = h / (p.hq / p.hkv);
   const int64_t D = p.d;
   const T* q = static_cast<const T*>(p.q) + b * p.q_stride[0] + i * p.q_stride[1] + h * p.q_stride[2];
-  const T* k = static_cast<const T*>(p.k) + b * p.k_stride[0] + hk * p.k_stride[2];
+  const T* k = static_cast<const T*>(p.k) + b * p.k_stride[0] + hk * p.k_stride[2];  // K, V rows from key 0
   const T* v = static_cast<const T*>(p.v) + b * p.v_stride[0] + hk * p.v_stride[2];
-  const int64_t n = p.causal ? min(p.sk, max(int64_t(0), i + p.sk - p.sq + 1)) : p.sk;  // visible keys
+  // The visible keys: j0 .. j0 + n - 1 (i' = i + Sk - Sq; left side i' - window_left, right side
+  // i' + window_right, or i' under causal).
+  const int64_t ip = i + p.sk - p.sq;
+  int64_t j0 = 0, j1 = p.sk;  // [j0, j1)
+  if (p.window_left >= 0) j0 = max(j0, ip - p.window_left);
+  if (p.causal) j1 = min(j1, ip + 1);
+  if (p.window_right >= 0) j1 = min(j1, ip + p.window_right + 1);
+  const int64_t n = j1 > j0 ? j1 - j0 : 0;
   const int64_t out = ((b * p.sq + i) * p.hq + h) * D;
   float* lse_row = lse ? lse + (b * p.hq + h) * p.sq + i : nullptr;
 
@@ -90,14 +99,16 @@ __global__ void __launch_bounds__(kThreads) reference_kernel(RefParams p, float*
   for (int64_t d = tid; d < D; d += kThreads) qrow[d] = to_f(q[d]);
   __syncthreads();
 
-  // sc[jj] = scale * q . k_{c0 + jj} for jj < cn: one warp per key, lanes along D.
+  // sc[jj] = scale * q . k_{j0 + c0 + jj} for jj < cn (softcapped): one warp per key, lanes along D.
   auto scores = [&](int64_t c0, int64_t cn) {
     for (int64_t jj = warp; jj < cn; jj += kWarps) {
-      const T* kj = k + (c0 + jj) * p.k_stride[1];
+      const T* kj = k + (j0 + c0 + jj) * p.k_stride[1];
       float dot = 0.0f;
       for (int64_t d = lane; d < D; d += 32) dot = fmaf(qrow[d], to_f(kj[d]), dot);
       for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-      if (lane == 0) sc[jj] = p.scale * dot;
+      float s = p.scale * dot;
+      if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
+      if (lane == 0) sc[jj] = s;
     }
   };
 
@@ -134,7 +145,7 @@ __global__ void __launch_bounds__(kThreads) reference_kernel(RefParams p, float*
     for (int r = 0; r < kMaxDPerThread; ++r) {
       const int64_t d = tid + int64_t(r) * kThreads;
       if (d < D) {
-        const T* vd = v + c0 * p.v_stride[1] + d;
+        const T* vd = v + (j0 + c0) * p.v_stride[1] + d;
         float a = acc[r], al = acc_low[r];
         for (int64_t jj = 0; jj < cn; ++jj) {
           const float vv = to_f(vd[jj * p.v_stride[1]]);
@@ -296,6 +307,11 @@ cudaError_t attention_reference(const tessera::AttentionArgs& a, float* o32, flo
   // The same default as tessera (api.cpp): 1 / sqrt(D) computed in fp32.
   p.scale = a.softmax_scale > 0.0f ? a.softmax_scale : 1.0f / std::sqrt(float(a.head_dim));
   p.causal = a.causal;
+  p.softcap = a.softcap;
+  // A side reaching past every key is unlimited (left: seqlen_k or more, right: seqlen_q or more), which
+  // keeps i' -/+ window in 64 bits.
+  p.window_left = a.window_left >= a.seqlen_k ? -1 : a.window_left;
+  p.window_right = a.window_right >= a.seqlen_q ? -1 : a.window_right;
   const size_t smem = size_t(p.d + p.chunk) * sizeof(float);
   const dim3 grid(unsigned(a.seqlen_q), unsigned(a.heads_q), unsigned(a.batch));
   if (a.dtype == tessera::DType::F16)
