@@ -155,6 +155,9 @@ tessera::AttentionArgs make_args(const AttnCase& c, const Inputs& in, void* o, f
   }
   a.softmax_scale = c.scale;
   a.causal = c.causal;
+  a.window_left = c.window_left;
+  a.window_right = c.window_right;
+  a.softcap = c.softcap;
   return a;
 }
 
@@ -187,6 +190,8 @@ std::string describe(const AttnCase& c) {
   o << "d=" << c.d << " " << dtype_name(c.dtype) << (c.causal ? " causal" : " non-causal") << " B=" << c.batch
     << " Sq=" << c.sq << " Sk=" << c.sk << " Hq=" << c.hq << " Hkv=" << c.hkv << " layout=" << layout_name(c.layout);
   if (c.scale != 0.0f) o << " scale=" << c.scale;
+  if (c.window_left >= 0 || c.window_right >= 0) o << " window=(" << c.window_left << "," << c.window_right << ")";
+  if (c.softcap != 0.0f) o << " softcap=" << c.softcap;
   if (!c.with_lse) o << " lse=null";
   if (c.kv_batch_broadcast) o << " kv-batch-stride-0";
   if (c.stream) o << " stream";
@@ -393,6 +398,9 @@ ReferenceCheck check_gpu_reference(const AttnCase& c) {
   h.heads_kv = c.hkv;
   h.head_dim = c.d;
   h.causal = c.causal;
+  h.window_left = c.window_left;
+  h.window_right = c.window_right;
+  h.softcap = double(c.softcap);
   // The scale the GPU uses (fp32), so that both compute the same function.
   h.scale = c.scale > 0.0f ? double(c.scale) : double(1.0f / std::sqrt(float(c.d)));
   std::vector<double> o64(h.q_elements()), lse64(h.lse_elements());

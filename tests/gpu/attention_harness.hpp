@@ -42,6 +42,8 @@ struct AttnCase {
   bool causal = false;
   AttnLayout layout = AttnLayout::BSHD;
   float scale = 0.0f;             // softmax_scale (0 = 1 / sqrt(d))
+  int64_t window_left = -1, window_right = -1;  // local attention (-1 = unlimited on that side)
+  float softcap = 0.0f;                         // > 0: softcap * tanh(s / softcap) on the scaled scores
   bool with_lse = true;           // pass an LSE buffer (else lse = null)
   bool kv_batch_broadcast = false;  // K and V with batch stride 0: one K/V for every batch
   cudaStream_t stream = nullptr;
