@@ -5,7 +5,7 @@
 // Replay a failure: the message prints the seed; run
 //   TESSERA_TEST_SEED=<seed> tessera_gpu_tests --gtest_filter='Attn*<the case>*'
 //
-// Sizes: ~900 cases; the largest (4096 x 4096, only for d = 64 and 128) dominate. The naive
+// Sizes: ~1200 cases; the largest (4096 x 4096, only for d = 64 and 128) dominate. The naive
 // reference costs about as much as everything else together; the whole file is meant to stay well
 // under two minutes on an H100.
 #include <gtest/gtest.h>
@@ -102,6 +102,25 @@ TEST_F(AttnReference, MatchesFp64OnSmallShapes) {
   add(256, DType::F16, 2, 5, 300, 2, 2, false, AttnLayout::BSHD, 0.3f);
   add(128, DType::F16, 1, 3, 5000, 2, 1, false, AttnLayout::BSHD);    // > 4096 keys: the chunked path
   add(64, DType::BF16, 1, 2, 4500, 1, 1, true, AttnLayout::BHSD);     // chunked and causal
+  // Windows and softcaps: the key range moves away from key 0 (left side), rows without keys (a
+  // right side before the first key), a window past the keys, and a softcap that saturates.
+  auto local = [&](int64_t wl, int64_t wr, float softcap) {
+    cases.back().window_left = wl;
+    cases.back().window_right = wr;
+    cases.back().softcap = softcap;
+  };
+  add(64, DType::F16, 2, 40, 70, 4, 2, false, AttnLayout::BSHD);
+  local(5, 3, 0.0f);
+  add(96, DType::BF16, 1, 70, 40, 2, 2, false, AttnLayout::BHSD);  // rows 0..28 see no key
+  local(2, 0, 0.0f);
+  add(128, DType::F16, 1, 33, 33, 2, 1, true, AttnLayout::Strided);
+  local(0, -1, 0.0f);  // the diagonal only
+  add(256, DType::BF16, 1, 9, 300, 2, 2, false, AttnLayout::BSHD, 0.5f);
+  local(-1, -1, 2.0f);  // scaled scores of several units: tanh saturates
+  add(64, DType::BF16, 1, 3, 5000, 2, 1, true, AttnLayout::BSHD);  // chunked: 4501 keys from key 497 on
+  local(4500, 7, 30.0f);
+  add(128, DType::BF16, 1, 20, 20, 2, 2, false, AttnLayout::BHSD);
+  local(1000, 1000, 30.0f);  // wider than the sequence: no window
   for (const AttnCase& c : cases) {
     const tt::ReferenceCheck r = tt::check_gpu_reference(c);
     tt::record_result("AttnReference", "fp32 GPU ref vs fp64 CPU ref", r.problems.empty(), true, r.max_o32_diff,
@@ -109,7 +128,7 @@ TEST_F(AttnReference, MatchesFp64OnSmallShapes) {
     EXPECT_TRUE(r.problems.empty()) << tt::describe(c) << "\n  " << r.problems << "\n  max|O32-O64| "
                                     << r.max_o32_diff << ", max|Olow-O64| " << r.max_olow_diff << ", max|dLSE| "
                                     << r.max_lse_diff << ", seed " << r.seed;
-    if (c.causal && c.sq > c.sk) {
+    if ((c.causal || c.window_right == 0) && c.sq > c.sk) {
       EXPECT_GT(r.empty_rows, 0) << tt::describe(c);
     }
   }
@@ -284,6 +303,107 @@ TEST_P(AttnDecode, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, AttnDecode, ::testing::ValuesIn(decode_params()), decode_name);
+
+// ---- local windows and softcap (both prefill families; decode shapes too) ------------------------
+
+struct WindowParam {
+  int64_t d;
+  DType dtype;
+  bool causal;
+  SeqPair seq;
+  int64_t wl, wr;  // window_left, window_right (-1 = unlimited)
+  float softcap;   // 0 = none
+  float scale;     // 0 = 1/sqrt(d)
+  int64_t hq, hkv;
+  AttnLayout layout;
+};
+
+std::vector<WindowParam> window_params() {
+  struct W {
+    int64_t wl, wr;
+  };
+  // No window (the softcap alone), left only (a sliding window), right only, both (odd sizes, and
+  // spanning several key blocks), left 0 (with causal: the diagonal only), the diagonal, a causal
+  // sliding window, and one wider than every sequence here (no window at all).
+  const W windows[] = {{-1, -1}, {64, -1}, {-1, 100}, {37, 21}, {200, 130}, {0, -1}, {0, 0}, {300, 0}, {5000, 5000}};
+  // Sq == Sk at and off the 128-row / 32-, 64-, 128-key tiles, and Sq != Sk both ways (Sq > Sk:
+  // with causal or a right side, the first rows see no key).
+  const SeqPair prefill[] = {{100, 100}, {257, 257}, {1000, 1000}, {100, 1000}, {1000, 100}, {257, 1000}};
+  // Decode shapes (seqlen_q <= 16: the decode family), with Sq > Sk once.
+  const SeqPair decode[] = {{1, 1}, {1, 1000}, {3, 300}, {16, 1000}, {5, 3}};
+  const float caps[] = {0.0f, 30.0f, 2.0f};
+  const std::pair<int64_t, int64_t> heads[] = {{2, 2}, {8, 2}, {4, 1}};
+  // Everything but (head dim, window, causal) rotates with all three indices, so that no window
+  // always meets the same dtype, sequences, softcap, heads or layout.
+  std::vector<WindowParam> v;
+  auto push = [&](int di, int wi, int c, const SeqPair& seq, const W& w) {
+    WindowParam p;
+    p.d = kHeadDims[di];
+    p.dtype = kDtypes[(di + wi + c) % 2];
+    p.causal = c == 1;
+    p.seq = seq;
+    p.wl = w.wl;
+    p.wr = w.wr;
+    // Without a window, always a softcap (else the case is AttnCross's).
+    p.softcap = w.wl < 0 && w.wr < 0 ? caps[1 + (di + c) % 2] : caps[(di + wi + 2 * c) % 3];
+    // Larger scores now and then, so that a softcap of 2 flattens them well into tanh's bend.
+    p.scale = p.softcap == 2.0f && (di + c) % 2 == 0 ? 0.5f : 0.0f;
+    p.hq = heads[(2 * di + wi + c) % 3].first;
+    p.hkv = heads[(2 * di + wi + c) % 3].second;
+    p.layout = kLayouts[(di + wi + 2 * c) % 3];
+    v.push_back(p);
+  };
+  for (int di = 0; di < 4; ++di)
+    for (int wi = 0; wi < 9; ++wi)
+      for (int c = 0; c < 2; ++c) push(di, wi, c, prefill[(di + 2 * wi + c) % 6], windows[wi]);
+  // Decode shapes: a few windows per head dim.
+  const W dec_windows[] = {{8, -1}, {0, 0}, {-1, 2}, {100, 3}, {-1, -1}};
+  for (int di = 0; di < 4; ++di)
+    for (int wi = 0; wi < 5; ++wi)
+      for (int c = 0; c < 2; ++c) push(di, wi, c, decode[(di + 2 * wi + c) % 5], dec_windows[wi]);
+  return v;
+}
+
+std::string window_name(const ::testing::TestParamInfo<WindowParam>& info) {
+  const WindowParam& p = info.param;
+  auto side = [](int64_t w) { return w < 0 ? std::string("inf") : std::to_string(w); };
+  std::string cap = p.softcap == 0.0f ? "nocap" : "cap" + std::to_string(int(p.softcap));
+  return "d" + std::to_string(p.d) + "_" + dtype_str(p.dtype) + (p.causal ? "_causal_" : "_full_") +
+         std::to_string(p.seq.sq) + "x" + std::to_string(p.seq.sk) + "_w" + side(p.wl) + "_" + side(p.wr) + "_" + cap +
+         (p.scale != 0.0f ? "_scale05" : "") + "_h" + std::to_string(p.hq) + "x" + std::to_string(p.hkv) + "_" +
+         tt::layout_name(p.layout);
+}
+
+class AttnWindow : public AttnGpuParamTest<WindowParam> {
+ protected:
+  static void SetUpTestSuite() { label("AttnWindow"); }
+  static void TearDownTestSuite() { tt::print_summary("AttnWindow"); }
+};
+
+TEST_P(AttnWindow, MatchesReference) {
+  const WindowParam& p = GetParam();
+  AttnCase c;
+  c.d = p.d;
+  c.dtype = p.dtype;
+  c.causal = p.causal;
+  c.sq = p.seq.sq;
+  c.sk = p.seq.sk;
+  c.batch = 2;
+  c.hq = p.hq;
+  c.hkv = p.hkv;
+  c.layout = p.layout;
+  c.window_left = p.wl;
+  c.window_right = p.wr;
+  c.softcap = p.softcap;
+  c.scale = p.scale;
+  const bool windowed = p.wl >= 0 || p.wr >= 0;
+  check("AttnWindow",
+        std::string(p.seq.sq <= 16 ? "decode " : "") + "d" + std::to_string(p.d) + (windowed ? " window" : "") +
+            (p.softcap > 0.0f ? " softcap" : ""),
+        c);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, AttnWindow, ::testing::ValuesIn(window_params()), window_name);
 
 // ---- tile boundaries, odd sizes, scales, broadcast K/V, no LSE ------------------------------------
 
@@ -487,6 +607,10 @@ TEST_F(AttnInvalid, RefusedWithoutWriting) {
       {"k seq stride not a multiple of 8", [](tessera::AttentionArgs& a) { a.k_stride[1] += 4; }, "k_stride[1]"},
       {"negative v head stride", [](tessera::AttentionArgs& a) { a.v_stride[2] = -a.v_stride[2]; }, "v_stride[2]"},
       {"O heads overlap", [](tessera::AttentionArgs& a) { a.o_stride[2] = 8; }, "o_stride"},
+      {"window_left -2", [](tessera::AttentionArgs& a) { a.window_left = -2; }, "window_left"},
+      {"window_right -5", [](tessera::AttentionArgs& a) { a.window_right = -5; }, "window_right"},
+      {"negative softcap", [](tessera::AttentionArgs& a) { a.softcap = -1.0f; }, "softcap"},
+      {"NaN softcap", [](tessera::AttentionArgs& a) { a.softcap = std::nanf(""); }, "softcap"},
       {"misaligned lse",
        [](tessera::AttentionArgs& a) { a.lse = reinterpret_cast<float*>(reinterpret_cast<char*>(a.lse) + 2); }, "lse"},
   };
