@@ -3,8 +3,9 @@
 // null / invalid args; a valid call without a GPU. Pointers are fake but aligned device addresses:
 // validation never dereferences them.
 //
-// Also the CPU fp64 reference (tests/common/attention_reference.hpp) on hand-checkable cases, and
-// the closed-form count of unmasked (query, key) pairs behind the CLI's FLOP count.
+// Also the CPU fp64 reference (tests/common/attention_reference.hpp) on hand-checkable cases (windows
+// and softcap included), and the closed-form count of unmasked (query, key) pairs behind the CLI's
+// FLOP count.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -259,6 +260,44 @@ TEST(AttentionValidate, SoftmaxScale) {
   for (float s : {0.0f, -0.0f, 1e-30f, 0.125f, 1e30f}) {
     AttentionArgs a = valid_args();
     a.softmax_scale = s;
+    expect_valid(a);
+  }
+}
+
+TEST(AttentionValidate, Window) {
+  for (auto [wl, wr] : {std::pair<int64_t, int64_t>{-2, -1}, {-1, -2}, {-100, 5}, {5, -100},
+                        {std::numeric_limits<int64_t>::min(), -1}, {-1, std::numeric_limits<int64_t>::min()}}) {
+    SCOPED_TRACE(std::to_string(wl) + ", " + std::to_string(wr));
+    AttentionArgs a = valid_args();
+    a.window_left = wl;
+    a.window_right = wr;
+    expect_invalid(a, "window_left, window_right");
+    expect_invalid(a, wl < -1 ? "window_left" : "window_right");
+  }
+  // -1 (unlimited), 0, and windows wider than the sequences (no limit) are valid, with or without
+  // causal.
+  for (auto [wl, wr] : {std::pair<int64_t, int64_t>{-1, -1}, {0, 0}, {0, -1}, {-1, 0}, {5, 3}, {1000, 1000},
+                        {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::max()}})
+    for (bool causal : {false, true}) {
+      AttentionArgs a = valid_args();
+      a.window_left = wl;
+      a.window_right = wr;
+      a.causal = causal;
+      expect_valid(a);
+    }
+}
+
+TEST(AttentionValidate, Softcap) {
+  for (float c : {-1.0f, -1e-30f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN()}) {
+    AttentionArgs a = valid_args();
+    a.softcap = c;
+    SCOPED_TRACE(std::to_string(c));
+    expect_invalid(a, "softcap");
+  }
+  for (float c : {0.0f, -0.0f, 1e-30f, 2.0f, 30.0f, 1e30f}) {
+    AttentionArgs a = valid_args();
+    a.softcap = c;
     expect_valid(a);
   }
 }
@@ -668,6 +707,87 @@ TEST(AttentionReference, ShiftInvariantAndRowsSumToOne) {
           EXPECT_NEAR(r.o[size_t(((b * 9 + i) * 2 + h) * 4 + d)], p.visible_keys(i) > 0 ? 1.0 : 0.0, 1e-14);
 }
 
+TEST(AttentionReference, DiagonalWindowGivesTheDiagonalValueRow) {
+  // Sq = Sk = 3, window (0, 0): row i sees key i alone, so O = V_i and LSE = its scaled score.
+  HostAttention p = problem(1, 3, 3, 1, 1, 2, false, 0.5);
+  p.window_left = 0;
+  p.window_right = 0;
+  for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(p.visible_keys(i), 1);
+  const auto q = values(p.q_elements(), 0.2), k = values(p.kv_elements(), 0.7);
+  const std::vector<double> v = {1, -1, 2, -2, 3, -3};
+  const RefRun r = run(p, q, k, v);
+  for (int64_t i = 0; i < 3; ++i) {
+    EXPECT_DOUBLE_EQ(r.o[size_t(2 * i)], v[size_t(2 * i)]);
+    EXPECT_DOUBLE_EQ(r.o[size_t(2 * i + 1)], v[size_t(2 * i + 1)]);
+    EXPECT_NEAR(r.lse[size_t(i)], 0.5 * (q[size_t(2 * i)] * k[size_t(2 * i)] + q[size_t(2 * i + 1)] * k[size_t(2 * i + 1)]),
+                1e-15);
+  }
+  // The same with causal and a left window of 0.
+  p.window_right = -1;
+  p.causal = true;
+  const RefRun rc = run(p, q, k, v);
+  EXPECT_EQ(rc.o, r.o);
+  EXPECT_EQ(rc.lse, r.lse);
+}
+
+TEST(AttentionReference, WindowsAreBottomRightAligned) {
+  // Sq = 2, Sk = 6: i' = i + 4. Window (1, 0): row 0 sees keys 3, 4; row 1 keys 4, 5. Window
+  // (-1, 1) (right only): row 0 sees 0..5 (i' + 1 = 5), row 1 all. Window (2, -1): row 0 sees 2..5.
+  HostAttention p = problem(1, 2, 6, 1, 1, 1, false, 1.0);
+  p.window_left = 1;
+  p.window_right = 0;
+  EXPECT_FALSE(p.sees(0, 2));
+  EXPECT_TRUE(p.sees(0, 3));
+  EXPECT_TRUE(p.sees(0, 4));
+  EXPECT_FALSE(p.sees(0, 5));
+  EXPECT_FALSE(p.sees(1, 3));
+  EXPECT_TRUE(p.sees(1, 5));
+  // q = 0: equal scores, O is the mean of the visible V rows.
+  const std::vector<double> q = {0, 0}, k = {1, 2, 3, 4, 5, 6}, v = {1, 2, 4, 8, 16, 32};
+  RefRun r = run(p, q, k, v);
+  EXPECT_NEAR(r.o[0], (8 + 16) / 2.0, 1e-15);
+  EXPECT_NEAR(r.o[1], (16 + 32) / 2.0, 1e-15);
+  EXPECT_NEAR(r.lse[0], std::log(2.0), 1e-15);
+  p.window_left = -1;
+  p.window_right = 1;
+  EXPECT_EQ(p.visible_keys(0), 6);
+  p.window_left = 2;
+  p.window_right = -1;
+  EXPECT_EQ(p.visible_keys(0), 4);
+  EXPECT_EQ(p.visible_keys(1), 3);
+  // More queries than keys: Sq = 5, Sk = 2, window (0, 1): i' = i - 3, so rows 0 and 1 see no key
+  // (i' + 1 < 0), row 2 sees key 0, row 3 keys 0 and 1, row 4 key 1.
+  HostAttention m = problem(1, 5, 2, 1, 1, 1, false, 1.0);
+  m.window_left = 0;
+  m.window_right = 1;
+  const int64_t want[] = {0, 0, 1, 2, 1};
+  for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(m.visible_keys(i), want[i]) << i;
+  const RefRun e = run(m, std::vector<double>(5, 1.0), {1, 1}, {3, 7});
+  EXPECT_EQ(e.o[0], 0.0);
+  EXPECT_TRUE(std::isinf(e.lse[1]) && e.lse[1] < 0);
+  EXPECT_DOUBLE_EQ(e.o[2], 3.0);
+  EXPECT_NEAR(e.o[3], 5.0, 1e-15);
+  EXPECT_DOUBLE_EQ(e.o[4], 7.0);
+}
+
+TEST(AttentionReference, SoftcapByHand) {
+  // q = (1, 0), k0 = (6, 0), k1 = (0, 0), scale 1, softcap 2: scores (6, 0) become
+  // (2 tanh(3), 0), so P = (e^c, 1) / (e^c + 1) with c = 2 tanh(3).
+  HostAttention p = problem(1, 1, 2, 1, 1, 2, false, 1.0);
+  p.softcap = 2.0;
+  const std::vector<double> q = {1, 0}, k = {6, 0, 0, 0}, v = {2, -1, 4, 3};
+  const RefRun r = run(p, q, k, v);
+  const double c = 2.0 * std::tanh(3.0), e = std::exp(c), p0 = e / (e + 1), p1 = 1 / (e + 1);
+  EXPECT_NEAR(r.o[0], p0 * 2 + p1 * 4, 1e-15);
+  EXPECT_NEAR(r.o[1], p0 * -1 + p1 * 3, 1e-15);
+  EXPECT_NEAR(r.lse[0], std::log(e + 1), 1e-15);
+  // A softcap far above the scores changes (almost) nothing.
+  p.softcap = 1e6;
+  const RefRun wide = run(p, q, k, v);
+  const double e6 = std::exp(6.0);
+  EXPECT_NEAR(wide.o[0], (e6 * 2 + 4) / (e6 + 1), 1e-9);
+}
+
 // ---- the FLOP count of `tessera attention` --------------------------------------------------------
 
 TEST(AttentionFlops, UnmaskedPairsClosedFormMatchesRowCounts) {
@@ -683,6 +803,28 @@ TEST(AttentionFlops, UnmaskedPairsClosedFormMatchesRowCounts) {
         EXPECT_EQ(tessera_ref::attention_unmasked_pairs(sq, sk, causal), sum)
             << "sq " << sq << " sk " << sk << (causal ? " causal" : "");
       }
+  // With windows (left, right, both, 0, wider than the sequences), causal or not.
+  for (int64_t sq : {1, 2, 17, 64, 100, 1000})
+    for (int64_t sk : {1, 3, 64, 99, 1000})
+      for (bool causal : {false, true})
+        for (auto [wl, wr] : {std::pair<int64_t, int64_t>{0, 0}, {0, -1}, {-1, 0}, {5, -1}, {-1, 7}, {3, 2},
+                              {64, 0}, {200, 130}, {5000, 5000}, {std::numeric_limits<int64_t>::max(), 1}}) {
+          HostAttention p = problem(1, sq, sk, 1, 1, 64, causal);
+          p.window_left = wl;
+          p.window_right = wr;
+          int64_t sum = 0;
+          for (int64_t i = 0; i < sq; ++i) {
+            sum += p.visible_keys(i);
+            EXPECT_EQ(tessera_ref::attention_visible_keys(i, sq, sk, causal, wl, wr), p.visible_keys(i));
+          }
+          EXPECT_EQ(tessera_ref::attention_unmasked_pairs(sq, sk, causal, wl, wr), sum)
+              << "sq " << sq << " sk " << sk << (causal ? " causal" : "") << " window " << wl << ", " << wr;
+        }
+  // A sliding window over a long square sequence: 1 + 2 + ... + (w + 1) for the first rows, w + 1
+  // after them.
+  const int64_t w = 1000;
+  EXPECT_EQ(tessera_ref::attention_unmasked_pairs(INT_MAX, INT_MAX, true, w, -1),
+            (w + 1) * (w + 2) / 2 + (int64_t(INT_MAX) - (w + 1)) * (w + 1));
   // Square causal: S (S + 1) / 2, a little over half.
   EXPECT_EQ(tessera_ref::attention_unmasked_pairs(16384, 16384, true), int64_t(16384) * 16385 / 2);
   // Large sizes do not overflow.
@@ -696,6 +838,9 @@ TEST(AttentionFlops, FourBHSqSkD) {
   a.causal = true;
   // Sq = 100 > Sk = 70: rows 30..99 see 1..70 keys.
   EXPECT_DOUBLE_EQ(tessera_ref::attention_flops(a), 4.0 * kB * kHq * kD * (70.0 * 71.0 / 2));
+  // The diagonal alone: rows 30..99 see one key each.
+  a.window_left = 0;
+  EXPECT_DOUBLE_EQ(tessera_ref::attention_flops(a), 4.0 * kB * kHq * kD * 70.0);
 }
 
 }  // namespace
