@@ -196,7 +196,7 @@ void attn_strides(const View& v, bool bshd, int64_t (&st)[3]) {
 
 int64_t attention_tensors(nb::handle q, nb::handle k, nb::handle v, nb::handle o, nb::handle lse, bool causal,
                           float scale, bool bshd, uintptr_t stream, int max_sms, uintptr_t ws, size_t ws_bytes,
-                          bool ws_cached) {
+                          bool ws_cached, int64_t window_left, int64_t window_right, float softcap) {
   View vq, vk, vv, vo;
   if (!view_of(q, &vq) || !view_of(k, &vk) || !view_of(v, &vv) || !view_of(o, &vo)) return kGeneral;
   for (const View* t : {&vq, &vk, &vv, &vo})
@@ -231,6 +231,9 @@ int64_t attention_tensors(nb::handle q, nb::handle k, nb::handle v, nb::handle o
   a.softmax_scale = scale;
   a.causal = causal;
   a.max_sms = max_sms;
+  a.window_left = window_left;
+  a.window_right = window_right;
+  a.softcap = softcap;
   if (a.seqlen_q <= kDecodeMaxSeqlenQ) {  // only decode shapes use a workspace
     size_t need = 0;
     check(tessera::attention_workspace_size(a, &need));
@@ -265,6 +268,7 @@ void bind_eager(nb::module_& m) {
         "the stream is capturing); -1 when the general path must handle the call. Raises as gemm().");
   m.def("attention_tensors", &attention_tensors, "q"_a, "k"_a, "v"_a, "o"_a, "lse"_a.none(), "causal"_a, "scale"_a,
         "bshd"_a, "stream"_a, "max_sms"_a, "workspace"_a, "workspace_bytes"_a, "workspace_cached"_a,
+        "window_left"_a = -1, "window_right"_a = -1, "softcap"_a = 0.0f,
         "Attention forward from torch tensors in one call: 0 when launched; the workspace bytes to\n"
         "allocate when the given workspace is too small (or is a cached one while the stream is\n"
         "capturing); -1 when the general path must handle the call. Raises as attention().");

@@ -239,7 +239,8 @@ NB_MODULE(_C, m) {
                            int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int64_t head_dim,
                            std::array<int64_t, 3> q_stride, std::array<int64_t, 3> k_stride,
                            std::array<int64_t, 3> v_stride, std::array<int64_t, 3> o_stride, uintptr_t lse,
-                           float softmax_scale, bool causal, int max_sms) {
+                           float softmax_scale, bool causal, int max_sms, int64_t window_left, int64_t window_right,
+                           float softcap) {
     tessera::AttentionArgs a;
     a.q = as_ptr<const void>(q);
     a.k = as_ptr<const void>(k);
@@ -262,6 +263,9 @@ NB_MODULE(_C, m) {
     a.softmax_scale = softmax_scale;
     a.causal = causal;
     a.max_sms = max_sms;
+    a.window_left = window_left;
+    a.window_right = window_right;
+    a.softcap = softcap;
     return a;
   };
   m.def(
@@ -271,10 +275,11 @@ NB_MODULE(_C, m) {
                        std::array<int64_t, 3> q_stride, std::array<int64_t, 3> k_stride,
                        std::array<int64_t, 3> v_stride, std::array<int64_t, 3> o_stride, uintptr_t lse,
                        float softmax_scale, bool causal, uintptr_t stream, int max_sms, uintptr_t workspace,
-                       size_t workspace_bytes) {
+                       size_t workspace_bytes, int64_t window_left, int64_t window_right, float softcap) {
         const tessera::AttentionArgs a = attention_args(q, k, v, o, dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv,
                                                         head_dim, q_stride, k_stride, v_stride, o_stride, lse,
-                                                        softmax_scale, causal, max_sms);
+                                                        softmax_scale, causal, max_sms, window_left, window_right,
+                                                        softcap);
         tessera::Status s;
         {
           nb::gil_scoped_release release;
@@ -285,25 +290,31 @@ NB_MODULE(_C, m) {
       "q"_a, "k"_a, "v"_a, "o"_a, "dtype"_a, "batch"_a, "seqlen_q"_a, "seqlen_k"_a, "heads_q"_a, "heads_kv"_a,
       "head_dim"_a, "q_stride"_a, "k_stride"_a, "v_stride"_a, "o_stride"_a, "lse"_a = 0, "softmax_scale"_a = 0.0f,
       "causal"_a = false, "stream"_a = 0, "max_sms"_a = 0, "workspace"_a = 0, "workspace_bytes"_a = 0,
+      "window_left"_a = -1, "window_right"_a = -1, "softcap"_a = 0.0f,
       "O = softmax(scale * Q K^T [causal]) V. Q/O [B, Sq, Hq, D], K/V [B, Sk, Hkv, D] with (batch, seq, head)\n"
       "strides in elements (head-dim stride 1); lse: optional fp32 [B, Hq, Sq] pointer (0 = none);\n"
       "softmax_scale 0 = 1/sqrt(head_dim). workspace: attention_workspace_size() bytes (decode shapes\n"
-      "split the keys with it). Asynchronous on `stream`.");
+      "split the keys with it). window_left/window_right: local attention, query i sees keys\n"
+      "i' - window_left <= j <= i' + window_right with i' = i + Sk - Sq (-1: that side unlimited);\n"
+      "softcap > 0: scaled scores s -> softcap * tanh(s / softcap). Asynchronous on `stream`.");
   m.def(
       "attention_workspace_size",
       [attention_args](uintptr_t q, uintptr_t k, uintptr_t v, uintptr_t o, int dtype, int64_t batch, int64_t seqlen_q,
                        int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int64_t head_dim,
                        std::array<int64_t, 3> q_stride, std::array<int64_t, 3> k_stride,
                        std::array<int64_t, 3> v_stride, std::array<int64_t, 3> o_stride, uintptr_t lse,
-                       float softmax_scale, bool causal, int max_sms) {
+                       float softmax_scale, bool causal, int max_sms, int64_t window_left, int64_t window_right,
+                       float softcap) {
         size_t bytes = 0;
         check(tessera::attention_workspace_size(
             attention_args(q, k, v, o, dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, q_stride,
-                           k_stride, v_stride, o_stride, lse, softmax_scale, causal, max_sms),
+                           k_stride, v_stride, o_stride, lse, softmax_scale, causal, max_sms, window_left,
+                           window_right, softcap),
             &bytes));
         return bytes;
       },
       "q"_a, "k"_a, "v"_a, "o"_a, "dtype"_a, "batch"_a, "seqlen_q"_a, "seqlen_k"_a, "heads_q"_a, "heads_kv"_a,
       "head_dim"_a, "q_stride"_a, "k_stride"_a, "v_stride"_a, "o_stride"_a, "lse"_a = 0, "softmax_scale"_a = 0.0f,
-      "causal"_a = false, "max_sms"_a = 0, "Bytes of workspace attention() can use for these args (0: none).");
+      "causal"_a = false, "max_sms"_a = 0, "window_left"_a = -1, "window_right"_a = -1, "softcap"_a = 0.0f,
+      "Bytes of workspace attention() can use for these args (0: none).");
 }

@@ -13,6 +13,7 @@ This module deliberately does not use ``from __future__ import annotations``: to
 inference reads the annotations of the op functions as objects.
 """
 import math
+import operator
 from typing import Optional, Tuple  # noqa: F401  (Tuple: op schemas)
 
 import torch
@@ -140,10 +141,11 @@ def _matmul_eager(a, b, c, alpha, beta, bias, act, d, max_sms) -> bool:
         a, b, c, d, alpha, beta, bias, act, ws, ws_bytes, cached, stream, max_sms))
 
 
-def _attention_eager(q, k, v, o, lse, causal, scale, bshd, max_sms) -> bool:
+def _attention_eager(q, k, v, o, lse, causal, scale, bshd, max_sms, window_left, window_right, softcap) -> bool:
     """Runs attention by the eager path; False when the general path must."""
     return _with_workspace(q, lambda stream, ws, ws_bytes, cached: _C.attention_tensors(
-        q, k, v, o, lse, causal, scale, bshd, stream, max_sms, ws, ws_bytes, cached))
+        q, k, v, o, lse, causal, scale, bshd, stream, max_sms, ws, ws_bytes, cached, window_left, window_right,
+        softcap))
 
 
 # ---------------------------------------------------------------------------------------- GEMM
@@ -365,9 +367,11 @@ def _attn_outputs(q: Tensor, batch, heads_q, seqlen_q, return_lse: bool):
     return o, q.new_empty(lse_shape, dtype=torch.float32)
 
 
+# The window and softcap come last, with defaults: calls written before them still work.
 @torch.library.custom_op("tessera::attention", mutates_args=())
 def _attention_op(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float, return_lse: bool,
-                  layout: str, max_sms: int = 0) -> Tuple[Tensor, Tensor]:
+                  layout: str, max_sms: int = 0, window_left: int = -1, window_right: int = -1,
+                  softcap: float = 0.0) -> Tuple[Tensor, Tensor]:
     bshd = _is_bshd(layout)
     batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim = _attn_dims(q, k, v, bshd)
     device = q.device
@@ -392,22 +396,45 @@ def _attention_op(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float, r
                 _attn_strides(o, bshd), lse.data_ptr() if return_lse else 0, scale, causal)
         # Decode shapes split the keys across CTAs through a workspace (from the caching allocator:
         # under a CUDA graph, the graph's pool).
-        need = _C.attention_workspace_size(*args, max_sms=max_sms)
+        local = dict(window_left=window_left, window_right=window_right, softcap=softcap)
+        need = _C.attention_workspace_size(*args, max_sms=max_sms, **local)
         ws = torch.empty(need, dtype=torch.uint8, device=device) if need else None
         _C.attention(*args, stream=_stream(device), max_sms=max_sms, workspace=ws.data_ptr() if need else 0,
-                     workspace_bytes=need)
+                     workspace_bytes=need, **local)
     return o, lse
 
 
 @_attention_op.register_fake
-def _attention_fake(q, k, v, causal, scale, return_lse, layout, max_sms=0):
+def _attention_fake(q, k, v, causal, scale, return_lse, layout, max_sms=0, window_left=-1, window_right=-1,
+                    softcap=0.0):
     bshd = _is_bshd(layout)
     batch, seqlen_q, _, heads_q, _, _ = _attn_dims(q, k, v, bshd)
     return _attn_outputs(q, batch, heads_q, seqlen_q, return_lse)
 
 
+def _window_softcap(window, softcap) -> Tuple[int, int, float]:
+    """(window_left, window_right, softcap) of attention()'s keywords, checked, each error naming its argument."""
+    bad_window = ValueError(f"window: must be a pair (left, right) of ints >= 0, or -1 for unlimited, got {window!r}")
+    if not isinstance(window, (tuple, list)) or len(window) != 2 or any(isinstance(w, bool) for w in window):
+        raise bad_window
+    try:
+        left, right = (operator.index(w) for w in window)  # ints, numpy ints; not floats
+    except TypeError:
+        raise bad_window from None
+    if left < -1 or right < -1:
+        raise bad_window
+    try:
+        cap = float(softcap)
+    except (TypeError, ValueError):
+        raise ValueError(f"softcap: must be a number, got {softcap!r}") from None
+    if not (math.isfinite(cap) and cap >= 0.0):
+        raise ValueError(f"softcap: must be finite and >= 0 (0 = none), got {softcap}")
+    return left, right, cap
+
+
 def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, scale: Optional[float] = None,
-              return_lse: bool = False, layout: str = "bshd", max_sms: int = 0):
+              return_lse: bool = False, layout: str = "bshd", max_sms: int = 0, window: Tuple[int, int] = (-1, -1),
+              softcap: float = 0.0):
     """Attention forward, ``O = softmax(scale * Q K^T [causal mask]) V``, FlashAttention-style.
 
     layout="bshd": q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D]; layout="bhsd": q [B, Hq, Sq, D],
@@ -415,6 +442,10 @@ def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, scale: O
     (GQA/MQA); head dims the library compiles (64, 96, 128, 256). Any batch/sequence/head strides
     are read in place (multiples of 8 elements); a head dim with stride != 1 is made contiguous.
     causal: query i sees keys j <= i + Sk - Sq (aligned bottom-right when Sq != Sk).
+    window=(left, right): local attention, query i sees keys i' - left <= j <= i' + right with
+    i' = i + Sk - Sq (bottom-right aligned, as causal); -1 leaves that side unlimited. With causal
+    the right side is 0 (e.g. ``causal=True, window=(4095, -1)``: a sliding window of 4096 keys).
+    softcap: > 0 caps the scaled scores, s -> softcap * tanh(s / softcap) (Gemma 2); 0 = none.
     scale: default 1/sqrt(D); must be > 0.
     max_sms: an SM budget (0 = every SM): at most this many SMs at once, no CTA waiting for another.
     Returns o (same shape and layout as q, a new contiguous tensor) or, with return_lse=True,
@@ -430,13 +461,15 @@ def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, scale: O
         s = float(scale)
         if not (math.isfinite(s) and s > 0.0):
             raise ValueError(f"scale: must be a finite number > 0 (None = 1/sqrt(head_dim)), got {scale}")
+    left, right, cap = _window_softcap(window, softcap)
     if _eager(q, k) and type(v) is Tensor and not (v.requires_grad and torch.is_grad_enabled()) and q.dim() == 4:
         o = q.new_empty(q.shape)
         lse = None
         if return_lse:
             b, h, sq = (q.shape[0], q.shape[2], q.shape[1]) if bshd else (q.shape[0], q.shape[1], q.shape[2])
             lse = q.new_empty((b, h, sq), dtype=torch.float32)
-        if _attention_eager(q, k, v, o, lse, bool(causal), s, bshd, int(max_sms)):
+        if _attention_eager(q, k, v, o, lse, bool(causal), s, bshd, int(max_sms), left, right, cap):
             return (o, lse) if return_lse else o
-    o, lse = torch.ops.tessera.attention(q, k, v, bool(causal), s, bool(return_lse), layout, int(max_sms))
+    o, lse = torch.ops.tessera.attention(q, k, v, bool(causal), s, bool(return_lse), layout, int(max_sms), left, right,
+                                         cap)
     return (o, lse) if return_lse else o

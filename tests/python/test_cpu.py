@@ -239,6 +239,11 @@ def test_gemm_select_config_names_a_config_or_reports_no_device():
         (dict(o_stride=(0, 8 * 64, 64)), r"o_stride: batches, rows or heads of O overlap"),
         (dict(softmax_scale=-1.0), r"softmax_scale: must be finite and >= 0"),
         (dict(lse=FAKE + 2), r"lse: must be 4-byte aligned"),
+        (dict(window_left=-2), r"window_left, window_right: must be >= 0, or -1 for unlimited \(got -2, -1\)"),
+        (dict(window_right=-3, causal=True), r"window_left, window_right: must be >= 0, or -1 .*\(got -1, -3\)"),
+        (dict(softcap=-1.0), r"softcap: must be finite and >= 0"),
+        (dict(softcap=float("nan")), r"softcap: must be finite and >= 0"),
+        (dict(softcap=float("inf")), r"softcap: must be finite and >= 0"),
     ],
 )
 def test_attention_argument_errors_raise_value_error_naming_the_argument(over, pattern):

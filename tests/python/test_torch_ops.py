@@ -69,6 +69,11 @@ def test_attention_fake_shapes_on_meta_tensors():
     qh = q.transpose(1, 2).contiguous()
     o = tessera.attention(qh, k.transpose(1, 2), k.transpose(1, 2), layout="bhsd")
     assert o.shape == qh.shape and o.is_contiguous()
+    # The window and softcap: trailing op arguments with defaults, and keywords of tessera.attention.
+    o, lse = torch.ops.tessera.attention(q, k, k, False, 0.0, True, "bshd", 0, 64, 8, 30.0)
+    assert o.shape == q.shape and lse.shape == (2, 8, 100)
+    o, lse = tessera.attention(q, k, k, causal=True, window=(128, -1), softcap=50.0, return_lse=True)
+    assert o.shape == q.shape and lse.shape == (2, 8, 100)
 
 
 def test_cpu_tensors_are_rejected():
@@ -95,6 +100,12 @@ def test_python_side_argument_errors():
         tessera.attention(q, q, q, scale=0.0)
     with pytest.raises(ValueError, match="q: must be 4-D"):
         tessera.attention(q[0], q, q)
+    for window in [(-2, -1), (0, -5), (1,), (1, 2, 3), 5, (1.5, 2), (True, 0), "ab"]:
+        with pytest.raises(ValueError, match="window"):
+            tessera.attention(q, q, q, window=window)
+    for softcap in [-1.0, float("nan"), float("inf"), "x"]:
+        with pytest.raises(ValueError, match="softcap"):
+            tessera.attention(q, q, q, softcap=softcap)
 
 
 # ------------------------------------------------------------------------------------ GEMM
@@ -260,8 +271,27 @@ def test_tensors_on_a_non_current_device():
 # ------------------------------------------------------------------------------- attention
 
 
-def ref_attention(q, k, v, causal, scale, layout):
-    """fp32 oracle (SDPA math backend) in bhsd, with the bottom-right causal alignment; also the LSE."""
+def attn_mask(sq, sk, causal, window, device):
+    """Which keys each query row sees ([Sq, Sk] bool, or None for all): bottom-right aligned, i' = i + Sk - Sq;
+    causal keeps j <= i', window (left, right) keeps i' - left <= j <= i' + right (-1: that side unlimited)."""
+    left, right = window
+    if not causal and left < 0 and right < 0:
+        return None
+    ip = torch.arange(sq, device=device)[:, None] + (sk - sq)
+    j = torch.arange(sk, device=device)[None, :]
+    mask = torch.ones(sq, sk, dtype=torch.bool, device=device)
+    if causal:
+        mask &= j <= ip
+    if right >= 0:
+        mask &= j <= ip + right
+    if left >= 0:
+        mask &= j >= ip - left
+    return mask
+
+
+def ref_attention(q, k, v, causal, scale, layout, window=(-1, -1), softcap=0.0):
+    """fp32 oracle in bhsd, with the bottom-right causal / window alignment; also the LSE. Without a
+    softcap SDPA's math backend with the mask; with one the scores capped by hand (SDPA has no softcap)."""
     if layout == "bshd":
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
     q, k, v = q.float(), k.float(), v.float()
@@ -270,18 +300,19 @@ def ref_attention(q, k, v, causal, scale, layout):
     v = v.repeat_interleave(hq // hkv, dim=1)
     sq, sk = q.shape[2], k.shape[2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    mask = None
-    if causal:
-        i = torch.arange(sq, device=q.device)[:, None]
-        j = torch.arange(sk, device=q.device)[None, :]
-        mask = j <= i + (sk - sq)
+    mask = attn_mask(sq, sk, causal, window, q.device)
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    with sdpa_kernel(SDPBackend.MATH):
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
     s = (q @ k.transpose(-1, -2)) * scale
+    if softcap > 0.0:
+        s = softcap * torch.tanh(s / softcap)
     if mask is not None:
         s = s.masked_fill(~mask, float("-inf"))
+    if softcap > 0.0:
+        o = torch.softmax(s, dim=-1) @ v
+    else:
+        with sdpa_kernel(SDPBackend.MATH):
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
     lse = torch.logsumexp(s, dim=-1)
     visible = torch.isfinite(lse)  # rows that see at least one key
     o = torch.where(visible[..., None], o, torch.zeros_like(o))
@@ -290,18 +321,24 @@ def ref_attention(q, k, v, causal, scale, layout):
     return o, lse
 
 
-def same_precision_attention(q, k, v, causal, scale, layout):
-    """torch SDPA in the inputs' dtype (default backend): the error a same-precision kernel makes."""
+def same_precision_attention(q, k, v, causal, scale, layout, window=(-1, -1), softcap=0.0):
+    """torch SDPA in the inputs' dtype (default backend): the error a same-precision kernel makes. With a
+    softcap: the scores in fp32, capped, P rounded to the dtype before P V (what a flash kernel rounds)."""
     if layout == "bshd":
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
     hq, hkv = q.shape[1], k.shape[1]
     k = k.repeat_interleave(hq // hkv, dim=1)
     v = v.repeat_interleave(hq // hkv, dim=1)
     sq, sk = q.shape[2], k.shape[2]
-    mask = None
-    if causal:
-        mask = torch.arange(sk, device=q.device)[None, :] <= torch.arange(sq, device=q.device)[:, None] + (sk - sq)
-    o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    mask = attn_mask(sq, sk, causal, window, q.device)
+    if softcap > 0.0:
+        s = (q.float() @ k.float().transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]) if scale is None else scale)
+        s = softcap * torch.tanh(s / softcap)
+        if mask is not None:
+            s = s.masked_fill(~mask, float("-inf"))
+        o = (torch.softmax(s, dim=-1).to(q.dtype) @ v).to(q.dtype)
+    else:
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
     o = torch.nan_to_num(o)
     return o.transpose(1, 2) if layout == "bshd" else o
 
@@ -312,13 +349,14 @@ def attn_inputs(b, sq, sk, hq, hkv, d, dtype, layout):
     return rand(b, hq, sq, d, dtype=dtype), rand(b, hkv, sk, d, dtype=dtype), rand(b, hkv, sk, d, dtype=dtype)
 
 
-def check_attention(q, k, v, causal, scale, layout, dtype):
-    o, lse = tessera.attention(q, k, v, causal=causal, scale=scale, return_lse=True, layout=layout)
-    ref_o, ref_lse = ref_attention(q, k, v, causal, scale, layout)
+def check_attention(q, k, v, causal, scale, layout, dtype, window=(-1, -1), softcap=0.0):
+    o, lse = tessera.attention(q, k, v, causal=causal, scale=scale, return_lse=True, layout=layout, window=window,
+                               softcap=softcap)
+    ref_o, ref_lse = ref_attention(q, k, v, causal, scale, layout, window, softcap)
     assert o.shape == q.shape and o.dtype == q.dtype and o.is_contiguous()
     assert lse.shape == ref_lse.shape and lse.dtype == torch.float32
     err = rel_err(o, ref_o)
-    base = rel_err(same_precision_attention(q, k, v, causal, scale, layout), ref_o)
+    base = rel_err(same_precision_attention(q, k, v, causal, scale, layout, window, softcap), ref_o)
     assert err < 2 * TOL[dtype], (err, base)
     assert err <= max(2 * base, 1e-3), (err, base)
     finite = torch.isfinite(ref_lse)
@@ -358,6 +396,36 @@ def test_attention_decode_shapes(layout, b, sq, sk, hq, hkv, d, causal):
     check_attention(q, k, v, causal, None, layout, torch.bfloat16)
     o_op, _ = torch.ops.tessera.attention(q, k, v, causal, 0.0, False, layout)  # the op's own workspace
     torch.testing.assert_close(o_op, tessera.attention(q, k, v, causal=causal, layout=layout), rtol=0, atol=0)
+
+
+# (window, softcap) cases: left only, right only, both, the diagonal, a sliding causal window, a window
+# wider than the sequences, a softcap alone (30: barely bends the scores; 2: saturates them).
+_LOCAL = [((32, -1), 0.0), ((-1, 16), 0.0), ((50, 20), 30.0), ((0, 0), 0.0), ((100, 0), 2.0), ((5000, 5000), 0.0),
+          ((-1, -1), 30.0), ((-1, -1), 2.0), ((7, 3), 2.0)]
+
+
+@gpu
+@pytest.mark.parametrize("window, softcap", _LOCAL)
+@pytest.mark.parametrize("b, sq, sk, hq, hkv, d, dtype, layout",
+                         [(2, 200, 200, 4, 4, 64, torch.float16, "bshd"), (1, 77, 300, 8, 2, 128, torch.bfloat16, "bhsd"),
+                          (2, 300, 77, 4, 1, 96, torch.bfloat16, "bshd"), (1, 129, 1000, 2, 2, 256, torch.float16, "bhsd")])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_window_softcap_match_reference(window, softcap, b, sq, sk, hq, hkv, d, dtype, layout, causal):
+    q, k, v = attn_inputs(b, sq, sk, hq, hkv, d, dtype, layout)
+    check_attention(q, k, v, causal, None, layout, dtype, window, softcap)
+
+
+@gpu
+@pytest.mark.parametrize("window, softcap", [((8, -1), 0.0), ((0, 0), 30.0), ((300, 2), 2.0), ((-1, -1), 30.0)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_window_softcap_decode_shapes(window, softcap, causal):
+    # seqlen_q <= 16: the decode family, eager and through the op (its own workspace).
+    q, k, v = attn_inputs(2, 3, 2000, 8, 2, 128, torch.bfloat16, "bshd")
+    check_attention(q, k, v, causal, None, "bshd", torch.bfloat16, window, softcap)
+    left, right = window
+    o_op, _ = torch.ops.tessera.attention(q, k, v, causal, 0.0, False, "bshd", 0, left, right, softcap)
+    o = tessera.attention(q, k, v, causal=causal, window=window, softcap=softcap)
+    torch.testing.assert_close(o_op, o, rtol=0, atol=0)
 
 
 @gpu
@@ -428,6 +496,7 @@ def test_opcheck():
     q, k, v = attn_inputs(1, 64, 64, 4, 2, 64, torch.bfloat16, "bshd")
     torch.library.opcheck(torch.ops.tessera.attention.default, (q, k, v, True, 0.0, True, "bshd"))
     torch.library.opcheck(torch.ops.tessera.attention.default, (q, k, v, False, 0.0, False, "bshd"))
+    torch.library.opcheck(torch.ops.tessera.attention.default, (q, k, v, True, 0.0, True, "bshd", 0, 16, -1, 30.0))
 
 
 @gpu
@@ -437,7 +506,8 @@ def test_torch_compile_fullgraph():
     def f(a, b, c, q, k, v):
         d = tessera.matmul(a, b, c=c, beta=0.5, out_dtype=torch.float32)
         o, lse = tessera.attention(q, k, v, causal=True, return_lse=True)
-        return d, d.sum(-1), o * 2, lse
+        o_local = tessera.attention(q, k, v, window=(16, 8), softcap=30.0)
+        return d, d.sum(-1), o * 2, lse, o_local
 
     a, b, c = rand(128, 64), rand(64, 96), rand(128, 96, dtype=torch.float32)
     q, k, v = attn_inputs(2, 100, 100, 4, 2, 64, torch.float16, "bshd")
