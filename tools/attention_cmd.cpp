@@ -38,6 +38,9 @@ std::vector<OptionSpec> attention_options() {
       {"sk", "S", "key/value sequence length (default: --sq)"},
       {"d", "D", "head dim (default 128; tessera has 64, 96, 128, 256)"},
       {"causal", "", "causal mask, bottom-right aligned: query i sees keys j <= i + Sk - Sq"},
+      {"window-left", "W", "local attention: query i sees no key j < i' - W, i' = i + Sk - Sq (default -1 = unlimited)"},
+      {"window-right", "W", "local attention: query i sees no key j > i' + W (default -1 = unlimited; --causal: 0)"},
+      {"softcap", "C", "cap the scaled scores s at C * tanh(s / C), Gemma 2 (default 0 = none)"},
       {"dtype", "T", "f16 | bf16 (default bf16)"},
       {"layout", "L", "bshd ([B, S, H, D], default) | bhsd ([B, H, S, D]); Q, K, V and O alike, contiguous"},
       {"scale", "X", "softmax scale (default 0 = 1/sqrt(D))"},
@@ -57,6 +60,8 @@ struct AttentionProblem {
   std::string layout = "bshd";
   float scale = 0.0f;
   bool lse = true;
+  int64_t window_left = -1, window_right = -1;
+  float softcap = 0.0f;
 
   size_t q_elements() const { return size_t(b * sq * hq * d); }
   size_t kv_elements() const { return size_t(b * sk * hkv * d); }
@@ -91,8 +96,13 @@ struct AttentionProblem {
     strides(sq, hq, a.o_stride);
     a.softmax_scale = scale;
     a.causal = causal;
+    a.window_left = window_left;
+    a.window_right = window_right;
+    a.softcap = softcap;
     return a;
   }
+
+  bool windowed() const { return window_left >= 0 || window_right >= 0; }
 
   std::string describe() const {
     char buf[320];
@@ -100,7 +110,13 @@ struct AttentionProblem {
                   (long long)b, (long long)hq, (long long)hkv, (long long)sq, (long long)sk, (long long)d,
                   dtype_name(dtype), causal ? "causal" : "non-causal", layout.c_str(), effective_scale(),
                   scale > 0.0f ? "" : " (1/sqrt(D))", lse ? "" : "  no LSE");
-    return buf;
+    std::string s = buf;
+    if (windowed()) s += "  window (" + std::to_string(window_left) + ", " + std::to_string(window_right) + ")";
+    if (softcap > 0.0f) {
+      std::snprintf(buf, sizeof buf, "  softcap %.6g", softcap);
+      s += buf;
+    }
+    return s;
   }
 };
 
@@ -122,6 +138,9 @@ AttentionProblem parse_problem(const Options& opts) {
   if (!(scale >= 0.0) || !std::isfinite(scale)) usage_error("--scale: must be finite and >= 0 (0 = 1/sqrt(D))");
   p.scale = float(scale);
   p.lse = !opts.has("no-lse");
+  p.window_left = opts.integer("window-left", -1);
+  p.window_right = opts.integer("window-right", -1);
+  p.softcap = float(opts.real("softcap", 0.0));  // tessera refuses a bad window or softcap, naming it
   // Everything else (heads dividing, supported head dims, sizes) is tessera's to refuse, with its
   // own message naming the argument.
   return p;
@@ -196,7 +215,7 @@ void print_report(std::FILE* out, const AttentionReport& r) {
                mib(dev.l2_bytes).c_str());
   std::fprintf(out, "problem   %s\n", r.problem.describe().c_str());
   std::fprintf(out, "flops     %.4g (4 * B * Hq * D * unmasked (query, key) pairs%s)\n", r.flops,
-               r.problem.causal ? "; causal counted exactly" : "");
+               r.problem.causal || r.problem.windowed() ? "; masked pairs excluded exactly" : "");
   std::fprintf(out, "inputs    %d set%s of %s rotated, seed %llu\n", r.input_sets, r.input_sets > 1 ? "s" : "",
                mib(r.set_bytes).c_str(), (unsigned long long)r.settings.seed);
   if (r.verify) {
@@ -228,9 +247,11 @@ void write_json(std::ostream& os, const AttentionReport& r) {
   j.field("seqlen_q", p.sq).field("seqlen_k", p.sk).field("head_dim", p.d);
   j.field("causal", p.causal).field("dtype", dtype_name(p.dtype)).field("layout", p.layout);
   j.field("softmax_scale", double(p.effective_scale())).field("lse", p.lse);
+  j.field("window_left", p.window_left).field("window_right", p.window_right).field("softcap", double(p.softcap));
   j.field("flops", r.flops);
-  j.field("flops_convention", "4 * B * Hq * D * unmasked (query, key) pairs (causal: exact count, "
-                              "sum over i of min(Sk, max(0, i + Sk - Sq + 1)))");
+  j.field("flops_convention", "4 * B * Hq * D * unmasked (query, key) pairs (causal and windows: exact count, "
+                              "sum over i of the keys row i sees, from max(0, i' - window_left) to min(Sk - 1, "
+                              "i' + window_right), i' = i + Sk - Sq)");
   j.field("tessera_ms", r.tessera.median_ms).field("tessera_tflops", tflops(r.flops, r.tessera.median_ms));
   j.key("verify");
   if (r.verify) {
@@ -269,11 +290,13 @@ void write_json(std::ostream& os, const AttentionReport& r) {
 void print_attention_help(std::FILE* out) {
   std::fprintf(out,
                "usage: tessera attention --sq S [options]\n\n"
-               "O = softmax(scale * Q K^T [causal mask]) V through tessera (FlashAttention-2 style forward),\n"
+               "O = softmax(scale * Q K^T [causal / window mask]) V through tessera (FlashAttention-2 style\n"
+               "forward; --softcap caps the scaled scores first),\n"
                "on fresh random inputs uniform in [-1, 1]. Q [B, Sq, Hq, D], K and V [B, Sk, Hkv, D], O like Q,\n"
                "stored as --layout says; LSE fp32 [B, Hq, Sq]. GQA: query head h reads K/V head h / (Hq / Hkv).\n\n"
-               "FLOPs = 4 * B * Hq * D * (unmasked query-key pairs): 4*B*Hq*Sq*Sk*D without --causal; with it the\n"
-               "pairs are counted exactly, sum over rows i of min(Sk, max(0, i + Sk - Sq + 1)) (Sq = Sk = S:\n"
+               "FLOPs = 4 * B * Hq * D * (unmasked query-key pairs): 4*B*Hq*Sq*Sk*D without --causal or a window;\n"
+               "with them the pairs are counted exactly, sum over rows i of the keys row i sees, max(0, i' - left)\n"
+               "to min(Sk - 1, i' + right) with i' = i + Sk - Sq (causal: right = 0; Sq = Sk = S, causal alone:\n"
                "S(S+1)/2, a little over the usual 'half'). Problems whose launch takes under %.0f us are timed as\n"
                "batches of back-to-back launches per event pair.\n\n"
                "--verify compares with a naive fp32 GPU reference and a same-precision one (P and O rounded to\n"
@@ -285,6 +308,7 @@ void print_attention_help(std::FILE* out) {
   std::fprintf(out,
                "\nexamples:\n"
                "  tessera attention --b 1 --hq 16 --sq 16384 --d 128 --causal --verify\n"
+               "  tessera attention --b 1 --hq 16 --sq 32768 --d 128 --causal --window-left 4095 --softcap 50\n"
                "  tessera attention --b 4 --hq 32 --hkv 8 --sq 1 --sk 8192 --d 128 --dtype f16 --json out.json\n");
 }
 
