@@ -291,8 +291,8 @@ void print_attention_help(std::FILE* out) {
   std::fprintf(out,
                "usage: tessera attention --sq S [options]\n\n"
                "O = softmax(scale * Q K^T [causal / window mask]) V through tessera (FlashAttention-2 style\n"
-               "forward; --softcap caps the scaled scores first),\n"
-               "on fresh random inputs uniform in [-1, 1]. Q [B, Sq, Hq, D], K and V [B, Sk, Hkv, D], O like Q,\n"
+               "forward; --softcap caps the scaled scores before the softmax), on fresh random inputs uniform\n"
+               "in [-1, 1]. Q [B, Sq, Hq, D], K and V [B, Sk, Hkv, D], O like Q,\n"
                "stored as --layout says; LSE fp32 [B, Hq, Sq]. GQA: query head h reads K/V head h / (Hq / Hkv).\n\n"
                "FLOPs = 4 * B * Hq * D * (unmasked query-key pairs): 4*B*Hq*Sq*Sk*D without --causal or a window;\n"
                "with them the pairs are counted exactly, sum over rows i of the keys row i sees, max(0, i' - left)\n"
