@@ -112,20 +112,8 @@ __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p) {
   const AttnParams& a = p.a;
   const int row0 = w.tile * kRows;
 
-  // Q: the tile's 16 packed rows -> smem, zeros past the last row (16-byte loads; a swizzle keeps
-  // 8-element groups whole).
   Element* smem_e = reinterpret_cast<Element*>(smem);
   Tensor sQ = make_tensor(make_smem_ptr(smem_e), typename T::SmemLayoutTile{});  // (16,D)
-  for (int i = tid; i < kRows * (D / 8); i += T::kThreads) {
-    const int r = i / (D / 8), c = (i % (D / 8)) * 8;
-    uint4 v = {0, 0, 0, 0};
-    if (row0 + r < p.rows) {
-      const Row q = row_of(p, w.hkv, row0 + r);
-      v = *reinterpret_cast<const uint4*>(static_cast<const Element*>(a.q) + w.b * a.q_stride[0] +
-                                          q.token * a.q_stride[1] + q.head * a.q_stride[2] + c);
-    }
-    *reinterpret_cast<uint4*>(&sQ(r, c)) = v;
-  }
 
   // This warp's ring and its K / V blocks of (b, hkv).
   Element* ring = smem_e + T::kTileElems * (1 + warp * kStages * 2);
@@ -167,6 +155,19 @@ __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p) {
       prefetch_l2(k_ptr + k_rows.offset(key) + line * 64);
       prefetch_l2(v_ptr + v_rows.offset(key) + line * 64);
     }
+  }
+
+  // Q: the tile's 16 packed rows -> smem, zeros past the last row (16-byte loads; a swizzle keeps
+  // 8-element groups whole), while the first K/V blocks are on their way.
+  for (int i = tid; i < kRows * (D / 8); i += T::kThreads) {
+    const int r = i / (D / 8), c = (i % (D / 8)) * 8;
+    uint4 v = {0, 0, 0, 0};
+    if (row0 + r < p.rows) {
+      const Row q = row_of(p, w.hkv, row0 + r);
+      v = *reinterpret_cast<const uint4*>(static_cast<const Element*>(a.q) + w.b * a.q_stride[0] +
+                                          q.token * a.q_stride[1] + q.head * a.q_stride[2] + c);
+    }
+    *reinterpret_cast<uint4*>(&sQ(r, c)) = v;
   }
 
   typename T::TiledMma mma;
@@ -318,17 +319,39 @@ __global__ void __launch_bounds__(128) combine_kernel(DecodeParams p) {
   const int hkv = head / p.group, r = token * p.group + head % p.group;
   const int64_t ws_rows = int64_t(a.batch) * a.heads_kv * p.row_tiles * kRows;
   const int64_t row = (int64_t(b) * a.heads_kv + hkv) * p.row_tiles * kRows + r;
-  float mx = -INFINITY;
-  for (int s = 0; s < p.splits; ++s) mx = fmaxf(mx, p.part_lse[s * ws_rows + row]);
+  // The splits' LSEs, 32 at a time across the lanes (lane i: splits i, i + 32, ...), so that their
+  // loads overlap instead of one L2 round trip per split; max and sum by shuffles.
+  constexpr int kChunks = (kMaxSplits + 31) / 32;
+  float w[kChunks], mx = -INFINITY;
+  CUTE_UNROLL
+  for (int j = 0; j < kChunks; ++j) {
+    const int s = lane + 32 * j;
+    w[j] = s < p.splits ? p.part_lse[s * ws_rows + row] : -INFINITY;
+    mx = fmaxf(mx, w[j]);
+  }
+  CUTE_UNROLL
+  for (int k = 16; k > 0; k /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, k));
+  float sum = 0.0f;
+  CUTE_UNROLL
+  for (int j = 0; j < kChunks; ++j) {
+    w[j] = mx == -INFINITY ? 0.0f : exp2f(w[j] - mx);  // exp2(-inf) = 0 for the lanes past the last split
+    sum += w[j];
+  }
+  CUTE_UNROLL
+  for (int k = 16; k > 0; k /= 2) sum += __shfl_xor_sync(0xffffffff, sum, k);
+  // O = sum of weight x partial O, in split order; the loads of several splits in flight at once.
   constexpr int kPer = D / 32;  // elements per lane (D = 96: 3)
-  float o[kPer] = {}, sum = 0.0f;
-  for (int s = 0; s < p.splits; ++s) {
-    const float l = p.part_lse[s * ws_rows + row];
-    const float wgt = mx == -INFINITY ? 0.0f : exp2f(l - mx);
-    sum += wgt;
-    const float* src = p.part_o + (s * ws_rows + row) * D;
-    CUTE_UNROLL
-    for (int e = 0; e < kPer; ++e) o[e] += wgt * src[lane + 32 * e];
+  float o[kPer] = {};
+  CUTE_UNROLL
+  for (int j = 0; j < kChunks; ++j) {
+    const int n = min(32, p.splits - 32 * j);
+#pragma unroll 8
+    for (int t = 0; t < n; ++t) {
+      const float wgt = __shfl_sync(0xffffffff, w[j], t);
+      const float* src = p.part_o + ((32 * j + t) * ws_rows + row) * D;
+      CUTE_UNROLL
+      for (int e = 0; e < kPer; ++e) o[e] += wgt * src[lane + 32 * e];
+    }
   }
   const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
   Element* dst = static_cast<Element*>(a.o) + b * a.o_stride[0] + token * a.o_stride[1] + head * a.o_stride[2];
