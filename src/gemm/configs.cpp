@@ -35,15 +35,19 @@ std::vector<Config> build() {
 #include "gemm/sm90/configs.def"
 #undef TESSERA_SM90_CONFIG
   };
+  // Decode steps: a side of at most 64 rows (the tokens) against many weight rows, both K-major.
+  // Memory-bound on the weights, which each CTA (16 of their rows, 8 warps splitting K) reads once
+  // straight into mma.sync fragments: no shared-memory ring to fill, no workspace, nothing to set up
+  // before the first load.
   v.push_back(Config{0, Kernel::Skinny, "skinny_x64_w16", skinny::kMaxRows, 16, 32, 1, skinny::kWarps, 0, 80, 999,
-                     "Decode steps: a side of at most 64 rows (the tokens) against many weight rows, both K-major. "
-                     "Memory-bound on the weights, which each CTA (16 of their rows, 8 warps splitting K) reads "
-                     "once straight into mma.sync fragments: no shared-memory ring to fill, no workspace, nothing "
-                     "to set up before the first load."});
+                     "Decode steps (at most 64 token rows): reads the weights once straight into mma.sync "
+                     "fragments, no smem ring."});
+  // Used when an operand is not 16-byte aligned (or its contiguous extent is not a multiple of 8) and
+  // the caller gave too little workspace for the padded copy: CUDA-core fp32 FMA with element-wise
+  // loads, slow but always correct.
   v.push_back(Config{-1, Kernel::Fallback, "simt_fallback", 64, 64, 16, 1, 8, 64 * 17 * 4 * 2, 80, 999,
-                     "Any alignment, no workspace: CUDA-core fp32 FMA with element-wise loads. Used when an "
-                     "operand is not 16-byte aligned (or its contiguous extent is not a multiple of 8) and the "
-                     "caller gave too little workspace for the padded copy; slow but always correct."});
+                     "Any alignment, no workspace: CUDA-core fp32 FMA with element-wise loads, slow but always "
+                     "correct."});
   return v;
 }
 
@@ -134,45 +138,36 @@ const Config* select_in(Kernel family, const HeuristicInput& in) {
 //          small operand at a discount, kBroadcastL2)
 //   dram = (M K + N K) x 2 bytes x batch / kDramBytesPerUs
 //   feed = one SM's k-tiles x (BM + BN) x BK x 2 bytes / kSmFeedBytesPerUs (its own intake)
-// Measured on an H100 with ncu (3000^3 bf16): 128x128 tiles ran L2-bound (81% of L2 throughput,
-// 327 TFLOP/s), 128x256 tiles in 2x1 clusters used 45% of it and ran at 473 TFLOP/s, which the
-// old model (waves x tile area / throughput) got the wrong way round.
+// The l2 term is why a smaller tile can lose to a larger one in clusters: 128x128 tiles run
+// L2-bound where 128x256 pairs do not, which a model of waves x tile area / throughput alone gets
+// the wrong way round.
 // Split-K adds a fix-up: the counter memset, every range staging its fp32 partial out, fences and
-// atomics, and the fold of the partials. Serial fold (the last range sums them all alone): fitted
-// to a forced-split sweep on the H100 (128x128 tiles, bf16, back-to-back launches): 128x4096x4096
-// ran 25.1/27.0/29.2/30.0 us at 1/2/3/4 ranges although the mainloop halves, 1024^3 11.1 vs 18.6 us
-// at 1 vs 2; only long K paid off (128x4096x14336: 72.7 us unsplit, 60.6 at 2 ranges). About
-// 10 us + 5 us per range. Parallel fold (sm90::supports_parallel_fold tiles, every unit its own
-// worker: each range folds 1/splits of the tile): each CTA writes one partial and reads one
-// partial's worth back. H200 timeline probes (bench/microbench/sm90_timeline.cu --splits), from a
-// range's mainloop end to its exit: 128x128 tiles 6.4-8.3 us at 33-128 ranges (partial out 1.5-2.3,
-// sign in and wait 1.6-2.1, fold 3.1-4.1: ~1 us an L2 round trip of the whole set), 64x64 tiles
-// 3.7-4.5 us at 16-33 ranges: ~2.5 us + the partial's bytes at ~16 KB/us, plus what the counter
-// memset then cost (the epoch flags that replaced it saved ~0.5 us; the fixed term was not refit),
-// and a little per range (the waiting warp's loads).
+// atomics, and the fold of the partials. Serial fold (the last range sums them all alone): a fixed
+// cost and a cost per range, fitted to a forced-split sweep (kSplitKFixedUs, kSplitKPerRangeUs):
+// the fix-up outweighs the shorter mainloop except on long K. Parallel fold
+// (sm90::supports_parallel_fold tiles, every unit its own worker: each range folds 1/splits of the
+// tile): each CTA writes one partial and reads one partial's worth back: a fixed cost (its L2 round
+// trips), the partial's bytes, and a little per range (the waiting warp's loads), fitted to
+// timeline probes (bench/microbench/sm90_timeline.cu --splits) from a range's mainloop end to its
+// exit (kParallelFoldFixedUs still includes the counter memset that epoch flags have since replaced).
 constexpr double kSmFlopsPerUs = 6.45e6;  // per SM in the mainloop at throughput 100 (~850 TFLOP/s on 132 SMs)
 constexpr double kL2BytesPerUs = 6.5e6;   // L2 -> SM, whole GPU (H100: ~90% of the ~7 TB/s ncu peak)
 // A decode shape's small operand (the activations, <= kBroadcastRows of them) is read by every
-// cluster at about the same k-tile, and L2 serves it faster than its bytes say. H100, same run,
-// bf16, 64x64 pairs along N (13 stages) on 4096 x 128 x 14336: 47.0 us, where the l2 term at full
-// weight said 54.2 (352 MB at 7.5 TB/s); across seven decode shapes the 64x64 pairs ran 0.82-0.90
-// of the full-weight l2 term wherever it bound (4096 x 128 x 4096 adds ~3 us of fixed costs). At
-// 0.75 the heuristic moves 128x4096x14336 from 128x64 pairs streamed (54.3 us) to 64x64 pairs and
-// no other suite shape; off the suite, M = 128 with K >= 8192 and N <= 4096 moves likewise. (At
-// 256 rows it moved M = 256 shapes to tiles never measured there: the discount stops at 128.)
+// cluster at about the same k-tile, and L2 serves it faster than its bytes say: decode shapes run
+// faster than the l2 term at full weight wherever it binds, so that operand's bytes count at
+// kBroadcastL2. (At 256 rows it moved M = 256 shapes to tiles never measured there: the discount
+// stops at 128.)
 constexpr double kBroadcastL2 = 0.75;
 constexpr long long kBroadcastRows = 128;
 constexpr double kDramBytesPerUs = 3.0e6; // HBM3, ~90% of 3.35 TB/s
-// One SM takes in at most ~55 bytes per clock of TMA loads (multicast copies included): H100
-// probes, 128x64 tiles in 1x2 pairs, 24 KB per k-tile every ~444 cycles whether the operands came
-// from L2 or DRAM. A problem with few tiles is bound by it (128x4096x4096: 64 CTAs, 20.6 us), so
+// One SM takes in at most ~55 bytes per clock of TMA loads (multicast copies included), whether
+// the operands come from L2 or DRAM (timeline probes). A problem with few tiles is bound by it, so
 //   feed = k-tiles per SM x (BM + BN) x BK x 2 bytes / kSmFeedBytesPerUs.
 constexpr double kSmFeedBytesPerUs = 9.7e4;
 // Where DRAM sets the pace (a side of 128: LLM decode shapes), a tile wider than the problem
-// streams its operand slower: 256-wide tiles over N = 128 ran at ~70% of the rate of 128-wide ones
-// (H100, bf16: 128x28672x4096 138 vs 93 us; 128x57344x8192 500 vs 349 us) and 192-wide ones at
-// ~94% (128x28672x4096 98 vs 92 us, 128x57344x8192 366 vs 349 us). The dram term is divided by
-// 0.4 + 0.6 x the useful fraction of the tile grid (N = 128: 0.7 for 256 wide, 0.8 for 192).
+// streams its operand slower, and the more of the tile is padding the slower. The dram term is
+// divided by 0.4 + 0.6 x the useful fraction of the tile grid (N = 128: 0.7 for 256 wide, 0.8 for
+// 192).
 constexpr double kDramPaddedBase = 0.4;
 constexpr double kSplitKFixedUs = 10.0;
 constexpr double kSplitKPerRangeUs = 5.0;
@@ -182,24 +177,17 @@ constexpr double kParallelFoldPerRangeUs = 0.02;
 // Stream-K: the partial wave's k-tiles are shared out evenly after the whole waves (the partial
 // wave disappears); the fix-up is every publisher's fp32 partial written to and read back from L2
 // by the owners, all at about the same time (the shares end together): ~2 x CTAs x BM x BN x 4
-// bytes, plus a fixed cost fitted to the H100 (bf16, same run, stream-K forced off / on): the flag
-// memset, the shares' cold starts in the middle of tiles, publishing and waiting (1024x6144x4096 in
-// 128x256 pairs: 93.5 -> 87.1 us, model 89 -> 74 before the fixed term). Streaming only the partial
-// wave, last (gemm/schedule.hpp), keeps the waves' L2 sharing: H100 same run, off -> on, 8192^3
-// 1388 -> 1369 us under ncu (DRAM 29% -> 31%; the earlier walk, which streamed the partial wave
-// plus one wave first, went 30% -> 38% and lost), 16384x4096x14336 2785 -> 2403, 1024x6144x4096
-// 92.3 -> 83.3, 6144^3 588.6 -> 586.5, but 4096^3 179.6 -> 187.8, 16384x28672x4096 5737 -> 5850,
-// 2048^3 27.8 -> 36.4, 3000^3 on 128x192 96.3 -> 102.1 and the decode shapes (128x4096x4096 20.6
-// -> 22.6) lose. The model predicts 0.985 of data-parallel for 8192^3 (measured 0.983), 1.088 for
-// 4096^3 (1.046), 1.001 for 16384x28672x4096 (1.020): streaming where it promises a 1% gain
-// (kStreamKMinGain) took the suite from 1.005x to 1.009x cuBLASLt, every switched shape faster.
+// bytes, plus a fixed cost fitted to stream-K forced off / on: the flag memset, the shares' cold
+// starts in the middle of tiles, publishing and waiting. Streaming only the partial wave, last
+// (gemm/schedule.hpp), keeps the waves' L2 sharing. Stream-K loses on many shapes (small and decode
+// shapes among them); the model tracks its ratio to data-parallel to a few percent, so it streams
+// only where the model promises a 1% gain (kStreamKMinGain).
 constexpr double kStreamKFixedUs = 12.0;
 constexpr double kStreamKMinGain = 0.99;
 // Per tile, a cooperative CTA's tensor cores idle while its consumers drain the last WGMMAs, store
-// the tile and restart on the next one: fitted to 8192 x 8192 x K on the H100 (128x256 pairs,
-// bf16, K = 512 ... 8192: 16 waves of 8.8 / 13.6 / 23.8 / 44.8 / 86.5 us = 0.65 us per k-tile +
-// 3.6 us), scaled by tile area. A ping-pong CTA's epilogue runs under the other warpgroup's
-// mainloop: it pays it once, at the end.
+// the tile and restart on the next one: the constant term of a fit of time against K at a fixed
+// tile count (128x256 pairs, 8192 x 8192 x K), scaled by tile area. A ping-pong CTA's epilogue runs
+// under the other warpgroup's mainloop: it pays it once, at the end.
 constexpr double kTileOverheadUs = 3.6;   // per 128 x 256 tile
 
 // Clusters walk cluster_m x cluster_n tiles together (a rank past the last tile idles): the tile
@@ -253,8 +241,8 @@ Decomposition select_decomposition_uncached(const Config& c, long long m, long l
 // Does the config's cluster multicast the larger operand (A when M >= N)? A decode shape streams
 // its weights once; pairs that share them take each weight k-tile out of L2 once for both CTAs,
 // pairs that share the activations leave the weights to two pairs. The cost model's terms do not
-// tell the two apart (the same L2 -> SM bytes), the GPU does: H100, same run, bf16, 128x4096x4096
-// (4096 x 128 here) in 64x64 tiles, 17.4 us in pairs along N vs 18.5 us in pairs along M.
+// tell the two apart (the same L2 -> SM bytes), the GPU does: the pairs that share the weights are
+// faster.
 bool shares_larger_operand(const Config& c, long long m, long long n) {
   return m >= n ? c.cluster_n > 1 : c.cluster_m > 1;
 }
@@ -276,15 +264,11 @@ Waves waves_of(const Config& c, const Decomposition& d, long long m, long long n
 // The config of least cost. Of two within 0.1% (DRAM-bound decode shapes often tie exactly):
 // between mirror images (the same tile in pairs along M or along N), the one that multicasts the
 // larger operand; else the one whose last wave is fuller, unless it takes more than twice the
-// rounds; else the earlier, larger tile. H100, same run, bf16: 128x57344x8192 (57344 x 128 here)
-// 336 us in 128x64 pairs (6.8 cluster waves, 7 rounds) vs 347 us in 128x128 tiles (3.4 waves, 4
-// rounds), which the DRAM term rates alike; 128x28672x4096, where both leave a third of a wave
-// (3.4 and 1.7), 95 vs 93 us; there 64x96 pairs (4.5 waves, 5 rounds, 0.91 full) ran 96.6-97.4 us
-// against 128x128's 91.0-91.2 (2 rounds, 0.85 full), while on 128x12288x4096 (2 rounds against
-// one of 96 tiles) they won, 42.4 vs 43.2 (bench/results/h100_flip_ab_20261125T1622Z.txt): the
-// small tile's extra rounds cost what its fuller wave saves. Each candidate's decomposition is
-// computed, not memoised: select_config's memo covers this loop, and a pass over every config
-// would only evict the recent shapes' entries from select_decomposition's.
+// rounds; else the earlier, larger tile. The DRAM term rates such candidates alike; a fuller last
+// wave is worth a few more rounds, but past twice the rounds the small tile's extra rounds cost
+// what its fuller wave saves. Each candidate's decomposition is computed, not memoised:
+// select_config's memo covers this loop, and a pass over every config would only evict the recent
+// shapes' entries from select_decomposition's.
 // With in.flip, a decode shape (a side of at most kBroadcastRows) is also costed flipped (M and N
 // swapped: the transposed-store epilogue, data-parallel only), after the natural candidates, so a
 // tie keeps the natural orientation unless the flipped one fills its last wave better: 128x6144x4096
@@ -303,10 +287,8 @@ Selection select_sm90(const HeuristicInput& in) {
     for (const Config& c : configs()) {
       if (c.kernel != Kernel::Sm90 || c.smem_bytes > in.smem_optin || in.cc < c.min_cc || in.cc > c.max_cc) continue;
       if (flip && !c.flip) continue;
-      // The 64x96 decode tile only where its pairs span M (the activations, at most 128 rows): H100,
-      // same run, 256x2048x4096 ran 23.1 / 16.5 us on it (column- / row-major D) against 14.2 / 14.1
-      // on 64x64 pairs (cuBLASLt 12.6-12.8), which the cost model rated the other way round; its
-      // measured wins are all M = 128 (bench/results/h100_gemm_full_20261125T164748Z_cac32d7.*).
+      // The 64x96 decode tile only where its pairs span M (the activations, at most 128 rows): at
+      // M = 256 it lost to 64x64 pairs, which the cost model rated the other way round.
       if (c.bn % 64 != 0 && m > c.bm * c.cluster_m) continue;
       const Decomposition d = flip ? Decomposition{} : select_decomposition_uncached(c, m, n, in.k, in.batch, in.sm_count);
       const double cost = sm90_cost(c, m, n, in.k, in.batch, in.sm_count, d.splits, d.stream_k);
@@ -390,11 +372,9 @@ Decomposition select_decomposition(const Config& c, long long m, long long n, lo
                   [&] { return select_decomposition_uncached(c, m, n, k, batch, sm_count); });
 }
 
-// H100, same run, three alternating repetitions, ratio to cuBLASLt (bench/results/h100_l2_warm_ab_20261125T2120Z_3555b87.txt):
-// 4 k-tiles lift 128x4096x4096 0.993 -> 1.005 (fp16 1.006 -> 1.022), 128x6144x4096 0.998 -> 1.025,
-// 128x8192x8192 0.983 -> 0.988 (fp16 0.974 -> 0.982); 8 k-tiles helped the back-to-back shapes as much
-// but cost the single launches (128x8192x8192 0.968: the prefetches queue ahead of the first ring's
-// loads); the 128x128 tile of 128x28672x4096 (two tiles on most CTAs) lost with any (1.016 -> 1.004).
+// Warm-up of kL2WarmKTiles k-tiles for one-wave decode launches only: more k-tiles help back-to-back
+// launches but cost lone ones (the prefetches queue ahead of the first ring's loads), and where
+// CTAs have two tiles (128x128 on 128x28672x4096) any warm-up loses.
 int l2_warm_ktiles(const Config& c, const Decomposition& d, long long m, long long n, long long batch, int sm_count) {
   if (c.kernel != Kernel::Sm90 || !c.l2_warm || d.splits > 1 || d.stream_k || std::min(m, n) > 128) return 0;
   const long long tiles = tile_count(c, m, n, batch);

@@ -1,7 +1,7 @@
 // A few recent results of a pure host function, per thread. The heuristic's cost model runs a few
 // hundred evaluations per call (every config, every split count, the stream-K variant, and the
-// workspace bound over three GPU sizes): measured on the H100's host, a 1024^3 gemm() call spent
-// 5-17 us there out of 12 (cuBLASLt's whole call: 7), and back-to-back small GEMMs are host-bound.
+// workspace bound over three GPU sizes), a large part of a small gemm() call's host time, and
+// back-to-back small GEMMs are host-bound.
 // Real workloads repeat shapes, so remembering the last few answers removes that cost; a thread's
 // own cache needs no lock.
 #pragma once

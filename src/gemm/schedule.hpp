@@ -15,8 +15,8 @@
 //                   2 waves data-parallel vs 1.45 waves of iterations.
 //                   Streaming only the partial wave, last: while the data-parallel waves run,
 //                   concurrent CTAs share A and B k-slices in L2; streamed shares start at
-//                   different k offsets and do not (H100, 8192^3 with the partial wave + one wave
-//                   streamed first: DRAM throughput 30% -> 38%, slower than data-parallel).
+//                   different k offsets and do not, so streaming more than the partial wave
+//                   moves traffic from L2 to DRAM.
 // Stream-K fix-up (deterministic): a tile's iterations may be split among consecutive workers. The
 // worker that computes its first k-tile (the "owner") does so at the end of its share, the later
 // workers compute the rest of the tile at the start of theirs and leave their partials in the

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iterator>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -123,6 +125,41 @@ TEST(ConfigTable, Consistent) {
   EXPECT_NE(ti::find_config(kLarge), nullptr);
   EXPECT_NE(ti::find_config(kMedium), nullptr);
   EXPECT_NE(ti::find_config(kSmall), nullptr);
+}
+
+// `tessera info` prints every reason: one line on why the configuration exists. Measurements (and
+// the GPU, commit and date they came from) belong in docs/PERF.md, not in src/ (issue 27).
+::testing::AssertionResult one_line_of_design(const std::string& reason) {
+  if (reason.find('\n') != std::string::npos) return ::testing::AssertionFailure() << "more than one line";
+  if (reason.size() > 160) return ::testing::AssertionFailure() << reason.size() << " characters, more than 160";
+  for (const char* note : {"TFLOP", "GB/s", "TB/s", "H100", "H200", "geomean", "bench/results"})
+    if (reason.find(note) != std::string::npos)
+      return ::testing::AssertionFailure() << "'" << note << "': a measurement, for docs/PERF.md";
+  static const std::regex timing("[0-9] ?(us|ms|ns)\\b");
+  if (std::regex_search(reason, timing)) return ::testing::AssertionFailure() << "a timing, for docs/PERF.md";
+  return ::testing::AssertionSuccess();
+}
+
+// The attention rows' reasons (attention/api.cpp's table keeps only the shapes).
+struct AttnReason {
+  const char* name;
+  const char* reason;
+};
+constexpr AttnReason kAttnReasons[] = {
+#define TESSERA_ATTN_CONFIG(id, name, d, bm, bn, warps, reason) {name, reason},
+#define TESSERA_ATTN_SM90_CONFIG(id, name, d, bm, bn, overlap, reason) {name, reason},
+#include "attention/configs.def"
+#undef TESSERA_ATTN_CONFIG
+#undef TESSERA_ATTN_SM90_CONFIG
+};
+
+TEST(ConfigTable, ReasonsAreOneLineOfDesign) {
+  for (const Config& c : configs()) EXPECT_TRUE(one_line_of_design(c.reason)) << c.name << ": " << c.reason;
+  EXPECT_GE(std::size(kAttnReasons), 2u);
+  for (const AttnReason& a : kAttnReasons) {
+    EXPECT_GT(std::string(a.reason).size(), 20u) << a.name;
+    EXPECT_TRUE(one_line_of_design(a.reason)) << a.name << ": " << a.reason;
+  }
 }
 
 TEST(ConfigTable, OrderedFromLargestTileToSmallest) {

@@ -54,14 +54,12 @@ __device__ __forceinline__ float activate(int act, float x) {
 
 // The activation out of line, for the sm90 kernels: inlined into every unrolled output element,
 // erff / tanhf / expf made them ~3.5x larger, and the instruction-cache misses of walking past that
-// code (even with the activation off) cost ~40 us per 128x256 tile on the H100 (4096^3 ran at 360
-// TFLOP/s). One value a call is latency-bound instead (call, the switch's indirect branch and return
-// in series per element: 4096^3 bf16 ReLU 227 vs 184 us with only the bias), so callers hand over
+// code (even with the activation off) slowed every tile. One value a call is latency-bound instead
+// (call, the switch's indirect branch and return in series per element), so callers hand over
 // several values a call, which overlap: 4 here (epilogue_row8), 8 packed in the TMA-store epilogue
-// (sm90/kernel.cuh; 4096^3 ReLU 185.5, GELU 200.0 vs 179.7 us plain); one a call only where more
-// spilled (three consumer warpgroups). Callers test for kActNone first, so the plain epilogue never
-// calls it. The sm80 kernels inline it instead (epilogue_row8<true>): there the call's ABI cost a
-// stack frame (check_kernels).
+// (sm90/kernel.cuh); one a call only where more spilled (three consumer warpgroups). Callers test
+// for kActNone first, so the plain epilogue never calls it. The sm80 kernels inline it instead
+// (epilogue_row8<true>): there the call's ABI cost a stack frame (check_kernels).
 template <int kAct> __device__ __forceinline__ void activate_each(float& v) { v = activate(kAct, v); }
 template <int kAct> __device__ __forceinline__ void activate_each(float4& v) {
   v.x = activate(kAct, v.x), v.y = activate(kAct, v.y), v.z = activate(kAct, v.z), v.w = activate(kAct, v.w);

@@ -70,8 +70,8 @@ struct Traits {
   // has one tile, gets a kernel without the persistent walk, split-K, stream-K, the fp32 staging and
   // the epilogue's extras: its CTA finds its tile in the block index and its TMA-store epilogue only
   // scales and converts. A quarter of the general kernel's code (128x64 pairs: 1072 SASS instructions
-  // against 4096), which the CTA's cold start and its epilogue pay for: H100, 128x8192x512, first
-  // TMA issue 0.8 instead of 3.3 us after entry and epilogue 0.64 instead of 1.2 us.
+  // against 4096), which the CTA's cold start and its epilogue pay for: the first TMA issues sooner
+  // after entry and the epilogue is shorter.
   static constexpr bool kOneTile = OneTile_;
   // Thread-block clusters of ClusterM x ClusterN CTAs (one of them 1): CTAs side by side along M
   // share the B tile, along N the A tile; each loads 1/ClusterM (1/ClusterN) of the shared box and
@@ -146,7 +146,7 @@ struct Traits {
   using SmemLayoutD = decltype(tile_to_shape(StoreAtom{}, Shape<_64, Int<kStoreN>>{}));
   // A column-major D leaves in kStoreNT x 64 transposed sub-tiles: 64 rows of D's columns where BN
   // is a multiple of 64, else all BN at once (the 64x96 tile: one 12 KB store instead of three 64x32
-  // ones in series, which cost its epilogue ~0.5 us; whole 128-column sub-tiles spilled 128x128 with
+  // ones in series, which lengthened its epilogue; whole 128-column sub-tiles spilled 128x128 with
   // a per-column bias, 32 more live registers).
   static constexpr int kStoreNT = BN % 64 == 0 ? 64 : BN;
   static_assert(kStoreNT == kStoreN || kStoreNT == BN, "several transposed sub-tiles share the row-major ones' buffers");
@@ -272,7 +272,7 @@ struct KernelParams {
   // The ranges sign in by flags, one per tile and range, set to `fold_epoch` once the range's
   // partial is out: the launcher draws a new epoch for every launch (64 bits, from a random start,
   // never 0), so whatever the workspace held, an earlier launch's flags included, reads as "not
-  // yet", and no memset precedes the launch (one was ~2 us of a 20 us problem). In a captured
+  // yet", and no memset precedes the launch (a cost a small problem would notice). In a captured
   // graph every replay repeats the epoch: there (fold_epoch == 0) they count in on the counters,
   // which the graph's memset clears. Else the counters, and the last range to arrive folds.
   int fold_parallel;
@@ -466,7 +466,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   // Clusters: the peers' barriers must be initialised before any multicast or remote arrive. Every
   // thread arrives now and waits only just before its first use of the pipeline (the producer before
   // its first TMA, the consumers before their mainloop), so that the barrier's round trip overlaps
-  // the walk and tensor set-up (H100 probes: ~1300 cycles from entry to a passed cluster_sync).
+  // the walk and tensor set-up.
   if constexpr (kCluster > 1) cluster_arrive_relaxed();  // fence_barrier_init released the inits
   else __syncthreads();
   wait_for_prior_grid();  // the launch and the set-up above overlap the previous kernel's tail
@@ -966,9 +966,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     constexpr bool kParallelFold = supports_parallel_fold(BM, BN, T::Pingpong);
     if constexpr (kParallelFold) {
       // Straight from the accumulators, two columns a store: a warp's store covers 8 rows x 32
-      // bytes, whole sectors. (Through the smem staging, as D leaves, a 128 x 128 partial took
-      // 2.6 us on an H200, this way 1.5.) The wider tiles stage it: their registers are all taken
-      // (the direct stores spilled 12 bytes of 128x256 and 32 of 192x192).
+      // bytes, whole sectors, faster than through the smem staging as D leaves. The wider tiles
+      // stage it: their registers are all taken (the direct stores spilled 12 bytes of 128x256 and
+      // 32 of 192x192).
       float* const rows = tile_partials + split * (BM * BN) + (wg_row0 + 16 * wg_warp + lane / 4) * BN + 2 * (lane % 4);
       CUTE_UNROLL
       for (int j = 0; j < BN / 8; ++j)
@@ -1032,9 +1032,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       // partials at a time: lane (sub, u) sums ranges sub, sub + lanes, ... (kGroup loads in
       // flight), the subs add their sums in a butterfly, and the even lane of each pair of float4s
       // stores the 8-float chunk. The order depends on the splits, the tile and the round only, so
-      // the bits do not depend on timing. The fold costs its L2 round trips, ~1 us each with every
-      // range loading at once (H100/H200 probes: 128 x 128 tiles 3.1-4.1 us at 33-128 ranges, 3-4
-      // round trips; 64 x 64 tiles 1.5 / 2.3 us at 16 / 33 ranges, 1 / 2).
+      // the bits do not depend on timing. The fold's cost is its L2 round trips, with every range
+      // loading at once.
       constexpr int kChunks = BM * BN / 8, kGroup = 8;
       const int S = sched.splits;
       const int u0 = one_round ? 2 * (split * kChunks / S) : 0;

@@ -28,14 +28,11 @@ struct TypeTag {
 // A's and B's TMA loads fill L2 in 256-byte lines rather than the 128 bytes that CuTe's
 // make_tma_copy encodes (fixed there), when the operand's rows start on 256-byte boundaries: a
 // K-major box reads 128 bytes of each of its rows, and with 256-byte promotion a miss also brings
-// the row's next k-tile, so DRAM serves longer runs. H100, same run, alternating
-// (bench/results/h100_l2promo256_ab_20261125T1337Z_*): 128x28672x4096 94.4 -> 91.0 us,
-// 128x57344x8192 337 -> 329, 128x8192x8192 54.5 -> 53.9, 128x6144x4096 23.7 -> 23.3; aligned
-// compute-bound shapes unchanged. With rows off the 256-byte grid each fill straddles lines the
-// tile does not use: 3000^3 83 -> 98 us, 1000^3 9.9 -> 10.5, 7777^3 1.79 -> 2.07 ms (suite of
-// 8b82038), so those keep 128. The descriptor is opaque: the bits that differ between the two
-// promotions are learnt once from the driver's own encoder (a probe tensor encoded both ways) and
-// set to their 256-byte values in ours; if the probe cannot be encoded nothing changes.
+// the row's next k-tile, so DRAM serves longer runs (DRAM-bound decode shapes gain; compute-bound
+// ones are unchanged). With rows off the 256-byte grid each fill straddles lines the tile does not
+// use, which slows it, so those keep 128. The descriptor is opaque: the bits that differ between
+// the two promotions are learnt once from the driver's own encoder (a probe tensor encoded both
+// ways) and set to their 256-byte values in ours; if the probe cannot be encoded nothing changes.
 struct L2Promotion256 {
   std::array<uint8_t, 128> mask{};  // the bits where 128- and 256-byte promotion differ
   std::array<uint8_t, 128> bits{};  // their 256-byte values
