@@ -56,6 +56,34 @@ def capture(torch, fn):
     return g
 
 
+def plot(rows, hbm_gbs, title, path):
+    """% of the HBM peak per shape for tessera, its paged runs and the SDPA backends (PNG; False without
+    matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    names = [f"B{r['batch']} Sq{r['sq']} Sk{r['sk']} {r['hq']}/{r['hkv']} d{r['d']}" for r in rows]
+    kv = [r["kv_mb"] * 1e6 + 4 * r["batch"] * r["hq"] * r["sq"] * r["d"] for r in rows]  # bytes moved
+    series = ["tessera"] + sorted({k[:-3] for r in rows for k in r if k.startswith("paged") and k.endswith("_us")},
+                                  key=lambda k: int(k[5:])) + ["cudnn", "flash", "efficient"]
+    fig, ax = plt.subplots(figsize=(max(8, 0.6 * len(rows)), 5))
+    width = 0.8 / len(series)
+    for i, key in enumerate(series):
+        pct = [100 * b / (r[key + "_us"] * 1e3) / hbm_gbs if r.get(key + "_us") else 0 for r, b in zip(rows, kv)]
+        ax.bar([x + i * width for x in range(len(rows))], pct, width, label=key)
+    ax.set_ylabel(f"% of HBM peak ({hbm_gbs:.0f} GB/s)")
+    ax.set_title(title)
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(rows))], names, rotation=60, ha="right", fontsize=7)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m tessera.bench attention --decode", description=__doc__.split("\n\n")[0])
     p.add_argument("--hbm-gbs", type=float, default=3350.0)
@@ -156,6 +184,8 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "geomean": gm,
                        "hbm_gbs": args.hbm_gbs, "rows": rows}, f, indent=1)
+        plot(rows, args.hbm_gbs, f"decode attention, {torch.cuda.get_device_name()}",
+             args.json.rsplit(".", 1)[0] + ".png")
     return 0 if all(r["ok"] for r in rows) else 1
 
 
