@@ -188,20 +188,12 @@ Status validate(const AttentionArgs& a) {
   return check_output(o, a.lse, a.head_dim, {q, k, v});
 }
 
-// Whether the prefill families run windows and softcaps. They do; false would send every call with a
-// window or softcap to the decode family at any query length (correct, slow for long queries).
-constexpr bool kPrefillWindows = true;
-
 // The decode family's plan for this call (params `p`) on `dev`, or false when the call goes to a
-// prefill family: more than decode::kMaxSeqlenQ query tokens (unless only the decode family runs its
-// window or softcap), a TESSERA_ATTN_CONFIG override (it names a prefill configuration; same
-// exception), or a CTA the device's shared memory cannot hold.
+// prefill family: more than decode::kMaxSeqlenQ query tokens, a TESSERA_ATTN_CONFIG override (it
+// names a prefill configuration), or a CTA the device's shared memory cannot hold.
 bool decode_plan(const AttentionArgs& a, const AttnParams& p, const detail::DeviceInfo& dev, size_t workspace_bytes,
                  decode::Plan* out) {
-  const bool local = p.window_left >= 0 || (p.window_right >= 0 && !a.causal) || p.softcap > 0.0f;
-  const bool decode_only = local && !kPrefillWindows;
-  if ((a.seqlen_q > decode::kMaxSeqlenQ && !decode_only) || dev.cc_major < 8) return false;
-  if (!detail::environment().attn_config.empty() && !decode_only) return false;
+  if (a.seqlen_q > decode::kMaxSeqlenQ || dev.cc_major < 8 || !detail::environment().attn_config.empty()) return false;
   const int d = int(a.head_dim);
   const int per_sm = decode::ctas_per_sm(d, dev.smem_optin + 1024);
   if (per_sm < 1) return false;
