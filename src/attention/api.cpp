@@ -9,6 +9,7 @@
 #include <string>
 
 #include "attention/decode/decode.hpp"
+#include "attention/entry.hpp"
 #include "attention/params.hpp"
 #include "attention/sm80/launch.hpp"
 #include "attention/sm90/launch.hpp"
@@ -194,16 +195,29 @@ Status validate(const AttentionArgs& a) {
 bool decode_plan(const AttentionArgs& a, const AttnParams& p, const detail::DeviceInfo& dev, size_t workspace_bytes,
                  decode::Plan* out) {
   if (a.seqlen_q > decode::kMaxSeqlenQ || dev.cc_major < 8 || !detail::environment().attn_config.empty()) return false;
-  const int d = int(a.head_dim);
-  const int per_sm = decode::ctas_per_sm(d, dev.smem_optin + 1024);
+  return decode_plan_on(dev, a.batch, a.seqlen_q, a.seqlen_k, a.heads_q, a.heads_kv, a.head_dim, a.max_sms,
+                        workspace_bytes, p.window_left, out);
+}
+
+bool decode_plan_on(const detail::DeviceInfo& dev, int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q,
+                    int64_t heads_kv, int64_t head_dim, int max_sms, size_t workspace_bytes, int64_t window_left,
+                    decode::Plan* out) {
+  const int d = int(head_dim);
+  const int per_sm = decode::ctas_per_sm(d, dev.smem_optin + 1024);  // + the CTA's reserved 1 KB
   if (per_sm < 1) return false;
-  const int sms = a.max_sms > 0 && a.max_sms < dev.sm_count ? a.max_sms : dev.sm_count;
-  *out = decode::make_plan(a.batch, a.seqlen_q, a.seqlen_k, a.heads_q, a.heads_kv, d, sms, per_sm, workspace_bytes,
-                           p.window_left);
+  const int sms = max_sms > 0 && max_sms < dev.sm_count ? max_sms : dev.sm_count;
+  *out = decode::make_plan(batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, sms, per_sm, workspace_bytes, window_left);
   return true;
 }
 
-// AttnParams of a validated call.
+detail::DeviceInfo workspace_bound_device(int64_t head_dim) {
+  detail::DeviceInfo big;
+  big.cc_major = 9;
+  big.sm_count = 256;
+  big.smem_optin = 4 * (decode::smem_bytes(int(head_dim)) + 1024);
+  return big;
+}
+
 AttnParams params_of(const AttentionArgs& args) {
   AttnParams p;
   p.q = args.q;
@@ -258,17 +272,9 @@ Status attention_workspace_size(const AttentionArgs& args, size_t* bytes) {
     *bytes = 0;
     const attn::AttnParams p = attn::params_of(args);
     detail::DeviceInfo dev;
+    if (!detail::current_device(&dev).ok()) dev = attn::workspace_bound_device(args.head_dim);
     attn::decode::Plan pl;
-    if (detail::current_device(&dev).ok()) {
-      if (attn::decode_plan(args, p, dev, SIZE_MAX, &pl)) *bytes = pl.workspace_bytes;
-    } else {
-      // No usable device: enough for any GPU of up to 256 SMs holding 4 decode CTAs each.
-      detail::DeviceInfo big;
-      big.cc_major = 9;
-      big.sm_count = 256;
-      big.smem_optin = 4 * (attn::decode::smem_bytes(int(args.head_dim)) + 1024);
-      if (attn::decode_plan(args, p, big, SIZE_MAX, &pl)) *bytes = pl.workspace_bytes;
-    }
+    if (attn::decode_plan(args, p, dev, SIZE_MAX, &pl)) *bytes = pl.workspace_bytes;
     return Status::success();
   };
   return detail::remember(impl());

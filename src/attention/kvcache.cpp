@@ -8,6 +8,7 @@
 #include <string>
 
 #include "attention/decode/decode.hpp"
+#include "attention/entry.hpp"
 #include "attention/params.hpp"
 #include "attention/validate.hpp"
 #include "core/device.hpp"
@@ -91,44 +92,40 @@ Status validate_kvcache(const KvCacheArgs& a) {
 }
 
 // The attention's parameters: the cache as K/V with `capacity` keys per sequence (the kernel reads
-// each sequence's own count).
-AttnParams params_of(const KvCacheArgs& a) {
-  AttnParams p;
-  p.q = a.q;
-  p.k = a.k_cache;
-  p.v = a.v_cache;
-  p.o = a.o;
-  p.lse = a.lse;
-  p.batch = int(a.batch);
-  p.seqlen_q = int(a.seqlen_q);
-  p.seqlen_k = int(capacity(a));
-  p.heads_q = int(a.heads_q);
-  p.heads_kv = int(a.heads_kv);
+// each sequence's own count; windows relative to it).
+AttnParams kv_params_of(const KvCacheArgs& a) {
+  AttentionArgs view;
+  view.q = a.q;
+  view.k = a.k_cache;
+  view.v = a.v_cache;
+  view.o = a.o;
+  view.lse = a.lse;
+  view.dtype = a.dtype;
+  view.batch = a.batch;
+  view.seqlen_q = a.seqlen_q;
+  view.seqlen_k = capacity(a);
+  view.heads_q = a.heads_q;
+  view.heads_kv = a.heads_kv;
+  view.head_dim = a.head_dim;
   for (int i = 0; i < 3; ++i) {
-    p.q_stride[i] = a.q_stride[i];
-    p.k_stride[i] = a.k_cache_stride[i];
-    p.v_stride[i] = a.v_cache_stride[i];
-    p.o_stride[i] = a.o_stride[i];
+    view.q_stride[i] = a.q_stride[i];
+    view.k_stride[i] = a.k_cache_stride[i];
+    view.v_stride[i] = a.v_cache_stride[i];
+    view.o_stride[i] = a.o_stride[i];
   }
-  p.scale = a.softmax_scale > 0.0f ? a.softmax_scale : 1.0f / std::sqrt(float(a.head_dim));
-  p.scale_log2 = p.scale * 1.4426950408889634f;
-  // A window reaching past every key is no window (and fits an int).
-  auto side = [&](int64_t w) { return w < 0 || w >= capacity(a) + a.seqlen_q ? -1 : int(w); };
-  p.window_left = side(a.window_left);
-  p.window_right = a.causal ? 0 : side(a.window_right);
-  p.softcap = a.softcap;
-  return p;
+  view.softmax_scale = a.softmax_scale;
+  view.causal = a.causal;
+  view.window_left = a.window_left;
+  view.window_right = a.window_right;
+  view.softcap = a.softcap;
+  return attn::params_of(view);
 }
 
 // The plan on `dev`: splits over the capacity (the lengths live on the device; a CTA past its
 // sequence's end finds no keys), no first-block skip (a window's start depends on the length).
 bool plan(const KvCacheArgs& a, const detail::DeviceInfo& dev, size_t workspace_bytes, decode::Plan* out) {
-  const int d = int(a.head_dim);
-  const int per_sm = decode::ctas_per_sm(d, dev.smem_optin + 1024);
-  if (per_sm < 1) return false;
-  const int sms = a.max_sms > 0 && a.max_sms < dev.sm_count ? a.max_sms : dev.sm_count;
-  *out = decode::make_plan(a.batch, a.seqlen_q, capacity(a), a.heads_q, a.heads_kv, d, sms, per_sm, workspace_bytes);
-  return true;
+  return decode_plan_on(dev, a.batch, a.seqlen_q, capacity(a), a.heads_q, a.heads_kv, a.head_dim, a.max_sms,
+                        workspace_bytes, -1, out);
 }
 
 }  // namespace
@@ -140,11 +137,7 @@ Status attention_with_kvcache_workspace_size(const KvCacheArgs& args, size_t* by
     if (Status s = attn::validate_kvcache(args); !s.ok()) return s;
     *bytes = 0;
     detail::DeviceInfo dev;
-    if (!detail::current_device(&dev).ok()) {  // no usable device: a bound for up to 256 SMs, 4 CTAs each
-      dev.cc_major = 9;
-      dev.sm_count = 256;
-      dev.smem_optin = 4 * (attn::decode::smem_bytes(int(args.head_dim)) + 1024);
-    }
+    if (!detail::current_device(&dev).ok()) dev = attn::workspace_bound_device(args.head_dim);
     attn::decode::Plan pl;
     if (attn::plan(args, dev, SIZE_MAX, &pl)) *bytes = pl.workspace_bytes;
     return Status::success();
@@ -169,7 +162,7 @@ Status attention_with_kvcache(const KvCacheArgs& args, void* stream_ptr, void* w
                               std::to_string(attn::decode::smem_bytes(int(args.head_dim))) +
                               " bytes of shared memory; the device allows " + std::to_string(dev.smem_optin));
     auto stream = static_cast<cudaStream_t>(stream_ptr);
-    const attn::AttnParams p = attn::params_of(args);
+    const attn::AttnParams p = attn::kv_params_of(args);
     if (args.seqlen_new > 0) {
       attn::decode::AppendParams ap;
       ap.k_new = args.k_new;

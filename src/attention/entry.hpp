@@ -1,0 +1,28 @@
+// What the two attention entries (api.cpp: attention, kvcache.cpp: attention_with_kvcache) share
+// after validation: the kernels' parameters and the decode family's plan. Implemented in api.cpp.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "attention/decode/decode.hpp"
+#include "attention/params.hpp"
+#include "core/device.hpp"
+#include "tessera/tessera.hpp"
+
+namespace tessera::attn {
+
+// AttnParams of a validated call: the scale (and its base-2 form), causal folded into the window,
+// a window side reaching past every key dropped, the softcap factors.
+AttnParams params_of(const AttentionArgs& args);
+
+// The decode family's plan on `dev` under the call's SM budget (max_sms), given workspace_bytes of
+// workspace; false when a CTA does not fit the device's shared memory.
+bool decode_plan_on(const detail::DeviceInfo& dev, int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q,
+                    int64_t heads_kv, int64_t head_dim, int max_sms, size_t workspace_bytes, int64_t window_left,
+                    decode::Plan* out);
+
+// A stand-in device for workspace queries without a usable GPU: 256 SMs holding 4 decode CTAs of
+// this head dim each, so that the plan's workspace bounds any real GPU's.
+detail::DeviceInfo workspace_bound_device(int64_t head_dim);
+
+}  // namespace tessera::attn
