@@ -11,39 +11,11 @@ call, GB/s of weight bytes and % of --hbm-gbs. Every result is checked against t
 """
 import argparse
 import json
-import statistics
 import sys
 
 LLAMA_NK = [(2048, 2048), (512, 2048), (5632, 2048), (2048, 5632), (32000, 2048)]
 STEP = [(2048, 2048), (512, 2048), (512, 2048), (2048, 2048), (5632, 2048), (5632, 2048), (2048, 5632)] * 8 + [
     (32000, 2048)]
-
-
-def replay_us(torch, graph, calls, reps=20):
-    graph.replay()
-    torch.cuda.synchronize()
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    out = []
-    for _ in range(reps):
-        e0.record()
-        graph.replay()
-        e1.record()
-        e1.synchronize()
-        out.append(e0.elapsed_time(e1) * 1000 / calls)
-    return statistics.median(out)
-
-
-def capture(torch, fn):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()  # warm-up outside the graph (plans, workspace)
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    return g
 
 
 def main():
@@ -57,6 +29,7 @@ def main():
 
     import torch
     import tessera
+    from tessera.decode_bench import capture, replay_us  # CUDA-graph timing shared with the decode bench
 
     def forced(name):
         """Runs fn with TESSERA_GEMM_CONFIG=name (read once per process: re-read around it)."""
@@ -99,11 +72,11 @@ def main():
                     outs_s[i] = tessera.matmul(x, ws[i % len(ws)].t())
 
             gt, gs = capture(torch, run_torch), capture(torch, run_tessera)
-            tt, ts = replay_us(torch, gt, calls), replay_us(torch, gs, calls)
+            tt, ts = replay_us(torch, gt, calls, reps=20), replay_us(torch, gs, calls, reps=20)
             tf = None
             if args.also_config:  # the plan is captured with the config forced; replays need no env
                 gf = forced(args.also_config)(lambda: capture(torch, run_tessera))()
-                tf = replay_us(torch, gf, calls)
+                tf = replay_us(torch, gf, calls, reps=20)
             for i in range(2):
                 ref = torch.matmul(x, ws[i % len(ws)].t())
                 err = ((outs_s[i].float() - ref.float()).norm() / ref.float().norm()).item()
