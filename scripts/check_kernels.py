@@ -54,8 +54,9 @@ def main() -> int:
         return 1
 
     # SASS: the matrix instruction each tensor-core kernel family must issue (mangled-name marker).
-    families = {"4sm8011gemm_kernel": "HMMA", "4sm8016attention_kernel": "HMMA", "4sm9011gemm_kernel": "HGMMA",
-                "4sm9016attention_kernel": "HGMMA"}
+    # The warp-specialised attention family must also load by TMA (UTMALDG).
+    families = {"4sm8011gemm_kernel": ("HMMA",), "4sm8016attention_kernel": ("HMMA",), "4sm9011gemm_kernel": ("HGMMA",),
+                "4sm9016attention_kernel": ("HGMMA",), "6sm90ws16attention_kernel": ("HGMMA", "UTMALDG")}
     sass = run([tool, "-sass", lib])
     current, arch, ops = None, "?", {}
     for line in sass.splitlines():
@@ -67,25 +68,29 @@ def main() -> int:
             current = (m.group(1), arch)
             ops[current] = set()
         elif current:
-            for op in ("HGMMA", "HMMA"):
+            for op in ("HGMMA", "HMMA", "UTMALDG"):
                 if re.search(r"\b" + op + r"\.", line):
                     ops[current].add(op)
     tc = []
     for k in ops:
-        want = next((op for marker, op in families.items() if marker in k[0]), None)
-        if want is None:
+        wants = next((w for marker, w in families.items() if marker in k[0]), None)
+        if wants is None:
             continue
         tc.append(k)
-        if want not in ops[k]:
-            failures.append(f"no {want} in tensor-core kernel {k[0]} [{k[1]}]")
+        for want in wants:
+            if want not in ops[k]:
+                failures.append(f"no {want} in tensor-core kernel {k[0]} [{k[1]}]")
     n_sm90 = sum(1 for k in tc if "4sm9011gemm_kernel" in k[0])
     if n_sm90 == 0:
         failures.append("no sm_90a GEMM kernel found (expected the TMA/WGMMA family)")
     n_sm90_attn = sum(1 for k in tc if "4sm9016attention_kernel" in k[0])
     if n_sm90_attn == 0:
         failures.append("no sm_90a attention kernel found (expected the WGMMA family)")
+    n_sm90ws = sum(1 for k in tc if "6sm90ws16attention_kernel" in k[0])
+    if n_sm90ws == 0:
+        failures.append("no sm_90a warp-specialised attention kernel found (expected the TMA/WGMMA family)")
     print(f"check_kernels: {len(kernels)} kernel images, {len(tc)} tensor-core kernel images checked "
-          f"({n_sm90} sm_90a WGMMA GEMM, {n_sm90_attn} sm_90a WGMMA attention); "
+          f"({n_sm90} sm_90a WGMMA GEMM, {n_sm90_attn} + {n_sm90ws} sm_90a WGMMA attention, cp.async + TMA); "
           f"max registers {max(kernels.values())}")
     for f in failures:
         print("check_kernels: FAIL " + f, file=sys.stderr)

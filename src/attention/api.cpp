@@ -13,6 +13,7 @@
 #include "attention/params.hpp"
 #include "attention/sm80/launch.hpp"
 #include "attention/sm90/launch.hpp"
+#include "attention/sm90ws/launch.hpp"
 #include "attention/validate.hpp"
 #include "core/device.hpp"
 #include "core/environment.hpp"
@@ -30,7 +31,9 @@ using detail::invalid;
 struct AttnConfig {
   int id;
   const char* name;
-  int arch;  // 80: sm80 family (mma.sync, sm_80 and newer); 90: sm90 family (WGMMA, cc 9.0 only)
+  // 80: sm80 family (mma.sync, sm_80 and newer); 90: sm90 family (WGMMA, cp.async; cc 9.0 only);
+  // 91: sm90ws family (TMA, warp-specialised WGMMA; cc 9.0 only).
+  int arch;
   int d, bm, bn;
   int smem_bytes;
 };
@@ -38,9 +41,12 @@ struct AttnConfig {
 const AttnConfig kConfigs[] = {
 #define TESSERA_ATTN_CONFIG(id, name, d, bm, bn, warps, reason) {id, name, 80, d, bm, bn, ((bm) + 2 * (bn)) * (d) * 2},
 #define TESSERA_ATTN_SM90_CONFIG(id, name, d, bm, bn, overlap, reason) {id, name, 90, d, bm, bn, ((bm) + 4 * (bn)) * (d) * 2},
+#define TESSERA_ATTN_SM90WS_CONFIG(id, name, d, bm, bn, stages, reason) \
+  {id, name, 91, d, bm, bn, ((bm) + 2 * (stages) * (bn)) * (d) * 2 + 1024},
 #include "attention/configs.def"
 #undef TESSERA_ATTN_CONFIG
 #undef TESSERA_ATTN_SM90_CONFIG
+#undef TESSERA_ATTN_SM90WS_CONFIG
 };
 
 bool head_dim_supported(int64_t head_dim) {
@@ -50,12 +56,13 @@ bool head_dim_supported(int64_t head_dim) {
 }
 
 // The default configuration for a head dim on a device of compute capability `cc` (major*10+minor):
-// the first sm90 row on cc 9.0 (unless `arch` = 80, TESSERA_ATTN_ARCH), else the first sm80 row;
-// null if none.
+// on cc 9.0 the first sm90ws row, then the first sm90 row (TESSERA_ATTN_ARCH: 90 keeps the sm90
+// family, 80 the sm80 one), else the first sm80 row; null if none.
 const AttnConfig* config_for(int64_t head_dim, int cc, int arch) {
   const bool hopper = cc == 90 && arch != 80;
-  for (const AttnConfig& c : kConfigs)
-    if (c.d == head_dim && c.arch == 90 && hopper) return &c;
+  for (int family : {91, 90})
+    for (const AttnConfig& c : kConfigs)
+      if (c.d == head_dim && c.arch == family && hopper && !(family == 91 && arch == 90)) return &c;
   for (const AttnConfig& c : kConfigs)
     if (c.d == head_dim && c.arch == 80) return &c;
   return nullptr;
@@ -301,7 +308,9 @@ Status attention(const AttentionArgs& args, void* stream, void* workspace, size_
       if (e != cudaSuccess) return detail::fail(TESSERA_STATUS_CUDA_ERROR, std::string("decode attention: ") + cudaGetErrorString(e));
       return Status::success();
     }
-    if (cfg->arch == 90 && cc != 90)
+    // Operands a TMA descriptor cannot describe (a broadcast stride) go to the cp.async families.
+    if (cfg->arch == 91 && !attn::sm90ws::supports(p)) cfg = attn::config_for(args.head_dim, cc, 90);
+    if (cfg->arch >= 90 && cc != 90)
       return detail::fail(TESSERA_STATUS_NOT_SUPPORTED, std::string(cfg->name) + " is an sm_90a kernel; this device is sm_" +
                                                     std::to_string(cc));
     if (cfg->smem_bytes > dev.smem_optin)
@@ -312,9 +321,11 @@ Status attention(const AttentionArgs& args, void* stream, void* workspace, size_
     // The causal instantiations are those of a right window of 0 (causal or not: the same mask), which
     // they run longest query block first.
     const bool causal = p.window_right == 0;
-    const cudaError_t e = cfg->arch == 90
-                              ? attn::sm90::run(cfg->id, bf16, causal, p, args.max_sms, static_cast<cudaStream_t>(stream))
-                              : attn::sm80::run(cfg->id, bf16, causal, p, args.max_sms, static_cast<cudaStream_t>(stream));
+    const cudaStream_t st = static_cast<cudaStream_t>(stream);
+    cudaError_t e;
+    if (cfg->arch == 91) e = attn::sm90ws::run(cfg->id, bf16, causal, p, args.max_sms, st);
+    else if (cfg->arch == 90) e = attn::sm90::run(cfg->id, bf16, causal, p, args.max_sms, st);
+    else e = attn::sm80::run(cfg->id, bf16, causal, p, args.max_sms, st);
     if (e != cudaSuccess) return detail::fail(TESSERA_STATUS_CUDA_ERROR, std::string(cfg->name) + ": " + cudaGetErrorString(e));
     return Status::success();
   };

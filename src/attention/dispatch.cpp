@@ -4,6 +4,7 @@
 
 #include "attention/sm80/launch.hpp"
 #include "attention/sm90/launch.hpp"
+#include "attention/sm90ws/launch.hpp"
 
 namespace tessera::attn {
 namespace {
@@ -27,6 +28,11 @@ const Row kSm90[] = {
 #include "attention/configs.def"
 #undef TESSERA_ATTN_SM90_CONFIG
 };
+const Row kSm90Ws[] = {
+#define TESSERA_ATTN_SM90WS_CONFIG(id, ...) TESSERA_ATTN_ROW(sm90ws, id)
+#include "attention/configs.def"
+#undef TESSERA_ATTN_SM90WS_CONFIG
+};
 #undef TESSERA_ATTN_ROW
 
 template <size_t N>
@@ -49,5 +55,18 @@ cudaError_t run(int cfg, bool bf16, bool causal, const AttnParams& p, int max_sm
   return run_row(kSm90, cfg, bf16, causal, p, max_sms, stream);
 }
 }  // namespace sm90
+namespace sm90ws {
+cudaError_t run(int cfg, bool bf16, bool causal, const AttnParams& p, int max_sms, cudaStream_t stream) {
+  return run_row(kSm90Ws, cfg, bf16, causal, p, max_sms, stream);
+}
+bool supports(const AttnParams& p) {
+  auto ok = [&](const int64_t* s, int seq, int heads) {
+    auto fits = [](int64_t x, int extent) { return extent == 1 || (x > 0 && x < (int64_t(1) << 36)); };
+    return fits(s[1], seq) && fits(s[2], heads) && fits(s[0], p.batch);
+  };
+  return ok(p.q_stride, p.seqlen_q, p.heads_q) && ok(p.k_stride, p.seqlen_k, p.heads_kv) &&
+         ok(p.v_stride, p.seqlen_k, p.heads_kv);
+}
+}  // namespace sm90ws
 
 }  // namespace tessera::attn

@@ -14,10 +14,18 @@
 
 namespace tessera::attn {
 
-// kernel: the configuration's __global__ function; block_m: its query rows per CTA.
-template <class Kernel>
+// The AttnParams inside a kernel's parameters: themselves, or a struct's `p` beside its TMA descriptors.
+inline AttnParams& attn_params_of(AttnParams& p) { return p; }
+template <class KernelParams>
+AttnParams& attn_params_of(KernelParams& kp) {
+  return kp.p;
+}
+
+// kernel: the configuration's __global__ function; block_m: its query rows per CTA; params: what it
+// takes (AttnParams, or a struct holding them as `p`).
+template <class Kernel, class Params>
 cudaError_t launch_kernel(Kernel* kernel, int block_m, int threads, int smem_bytes, std::atomic<unsigned long long>& configured,
-                          const AttnParams& params, int max_sms, cudaStream_t stream) {
+                          const Params& params, int max_sms, cudaStream_t stream) {
   int dev = 0;
   if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
   const unsigned long long bit = 1ull << (dev & 63);
@@ -27,13 +35,14 @@ cudaError_t launch_kernel(Kernel* kernel, int block_m, int threads, int smem_byt
       return e;
     configured.fetch_or(bit, std::memory_order_acq_rel);
   }
-  AttnParams p = params;
+  Params kp = params;
+  AttnParams& p = attn_params_of(kp);
   p.m_blocks = (p.seqlen_q + block_m - 1) / block_m;
   const long long blocks = (long long)p.m_blocks * p.heads_q * p.batch;  // < 2^31 (validate)
   const long long chunk = max_sms > 0 ? max_sms : blocks;
   for (long long first = 0; first < blocks; first += chunk) {
     p.block0 = int(first);
-    kernel<<<unsigned(std::min(chunk, blocks - first)), threads, smem_bytes, stream>>>(p);
+    kernel<<<unsigned(std::min(chunk, blocks - first)), threads, smem_bytes, stream>>>(kp);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   return cudaSuccess;

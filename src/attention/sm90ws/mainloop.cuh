@@ -1,0 +1,189 @@
+// The mainloop of the warp-specialised Hopper attention kernel, as its two roles:
+//   load(): the producer thread streams Q once and K, V per key block into their rings by TMA, each
+//     stage guarded by a full barrier (TMA bytes landed) and an empty one (every consumer warp done).
+//   mma(): a consumer warpgroup's 64 query rows: S = Q K^T on WGMMA, softcap / mask / online softmax
+//     in registers, O += P V with P straight from registers. The GEMMs of consecutive blocks are issued
+//     together, so the softmax of block n runs while the tensor core does P V of block n + 1 (FA3's
+//     intra-warpgroup overlap); with two consumers they also take turns issuing (ping-pong), so one's
+//     softmax runs beside the other's GEMMs.
+// Key blocks run last to first (causal: the masked diagonal blocks first), from the last block some
+// row sees down to the first one; both roles walk the same QueryBlock range.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+
+#include "attention/common.cuh"
+#include "attention/sm90ws/fragments.cuh"
+#include "attention/sm90ws/pipeline.cuh"
+#include "attention/sm90ws/traits.cuh"
+
+namespace tessera::attn::sm90ws {
+
+using FullBarrier = cutlass::arch::ClusterTransactionBarrier;
+using EmptyBarrier = cutlass::arch::ClusterBarrier;
+
+// Named barriers (ids past CUTLASS's reserved ones): the consumers' turns, then one per consumer for
+// its epilogue.
+constexpr int kTurnBarrier = 1, kEpilogueBarrier = 3;
+
+// Producer: one thread. Q, then K(n) and V(n) for n = n_last down to n_first.
+template <class T>
+__device__ __forceinline__ void load(KernelParams<T> const& kp, typename T::SharedStorage& smem, const QueryBlock& qb) {
+  constexpr int BM = T::BM, BN = T::BN, D = T::D;
+  const AttnParams& p = kp.p;
+  Tensor mQ = kp.tma_q.get_tma_tensor(make_shape(p.seqlen_q, D, p.heads_q, p.batch));  // (seq,D,head,batch)
+  Tensor mK = kp.tma_k.get_tma_tensor(make_shape(p.seqlen_k, D, p.heads_kv, p.batch));
+  Tensor mV = kp.tma_v.get_tma_tensor(make_shape(p.seqlen_k, D, p.heads_kv, p.batch));
+  Tensor gQ = local_tile(mQ(_, _, qb.head, qb.b), Shape<Int<BM>, Int<D>>{}, make_coord(qb.m_block, 0));  // (BM,D)
+  Tensor gK = local_tile(mK(_, _, qb.head_kv, qb.b), Shape<Int<BN>, Int<D>>{}, make_coord(_, 0));       // (BN,D,n)
+  Tensor gV = local_tile(mV(_, _, qb.head_kv, qb.b), Shape<Int<BN>, Int<D>>{}, make_coord(_, 0));       // (BN,D,n)
+  Tensor sQ = make_tensor(make_smem_ptr(smem.q), typename T::SmemLayoutQ{});   // (BM,D)
+  Tensor sK = make_tensor(make_smem_ptr(smem.k), typename T::SmemLayoutKV{});  // (BN,D,PIPE)
+  Tensor sV = make_tensor(make_smem_ptr(smem.v), typename T::SmemLayoutKV{});  // (BN,D,PIPE)
+  auto tma_q = kp.tma_q.get_slice(0);
+  auto tma_k = kp.tma_k.get_slice(0);
+  auto tma_v = kp.tma_v.get_slice(0);
+  Tensor tQgQ = tma_q.partition_S(gQ);  // (TMA,TMA_M,TMA_D)
+  Tensor tQsQ = tma_q.partition_D(sQ);
+  Tensor tKgK = tma_k.partition_S(gK);  // (TMA,TMA_N,TMA_D,n)
+  Tensor tKsK = tma_k.partition_D(sK);  // (TMA,TMA_N,TMA_D,PIPE)
+  Tensor tVgV = tma_v.partition_S(gV);
+  Tensor tVsV = tma_v.partition_D(sV);
+
+  FullBarrier::arrive_and_expect_tx(&smem.q_full, T::kQBytes);
+  copy(kp.tma_q.with(smem.q_full), tQgQ, tQsQ);
+  PipeState<T::Stages> st;
+  for (int n = qb.n_end - 1; n >= qb.n_begin; --n) {
+    EmptyBarrier::wait(&smem.k_empty[st.stage], st.phase ^ 1);  // a fresh barrier passes parity 1
+    FullBarrier::arrive_and_expect_tx(&smem.k_full[st.stage], T::kKVBytes);
+    copy(kp.tma_k.with(smem.k_full[st.stage]), tKgK(_, _, _, n), tKsK(_, _, _, st.stage));
+    EmptyBarrier::wait(&smem.v_empty[st.stage], st.phase ^ 1);
+    FullBarrier::arrive_and_expect_tx(&smem.v_full[st.stage], T::kKVBytes);
+    copy(kp.tma_v.with(smem.v_full[st.stage]), tVgV(_, _, _, n), tVsV(_, _, _, st.stage));
+    st.advance();
+  }
+}
+
+// Consumer warpgroup `wg` (0 .. kConsumers-1; ctid its thread's index among all consumers): O of its
+// 64 rows, unnormalised, in acc_o; the row maxima and sums in `softmax`. Only called when the block
+// visits at least one key block.
+template <class T, class AccO, class Softmax>
+__device__ __forceinline__ void mma(typename T::SharedStorage& smem, const AttnParams& p, const QueryBlock& qb, int wg,
+                                    int ctid, AccO& acc_o, Softmax& softmax) {
+  using Element = typename T::Element;
+  constexpr int BM = T::BM, BN = T::BN;
+  Tensor sQ = make_tensor(make_smem_ptr(smem.q), typename T::SmemLayoutQ{});   // (BM,D)
+  Tensor sK = make_tensor(make_smem_ptr(smem.k), typename T::SmemLayoutKV{});  // (BN,D,PIPE)
+  Tensor sVt = make_tensor(make_smem_ptr(smem.v), typename T::SmemLayoutVt{});  // (D,BN,PIPE)
+  typename T::TiledMmaS mma_s;
+  typename T::TiledMmaO mma_o;
+  auto thr_s = mma_s.get_thread_slice(ctid);
+  auto thr_o = mma_o.get_thread_slice(ctid);
+  Tensor tSrQ = thr_s.partition_fragment_A(sQ);   // (MMA,MMA_M,MMA_K=D/16) descriptors
+  Tensor tSrK = thr_s.partition_fragment_B(sK);   // (MMA,MMA_N,MMA_K=D/16,PIPE)
+  Tensor tOrV = thr_o.partition_fragment_B(sVt);  // (MMA,MMA_D,MMA_K=BN/16,PIPE)
+  // Coordinates of each S element within the (BM, BN) block, viewed (rows, cols).
+  Tensor tScS = thr_s.partition_C(make_identity_tensor(Shape<Int<BM>, Int<BN>>{}));
+  Tensor tScS_rc = make_tensor(tScS.data(), rowcol(tScS.layout()));
+  Tensor rP = make_tensor_like<Element>(partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{}));  // P, 16-bit
+  Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));  // ((2,2,2),1,BN/16): the A operand of P V
+
+  // Turns (two consumers): wait for mine before issuing GEMMs, hand over after; consumer 1 starts by
+  // handing the first turn to consumer 0. Every consumer takes as many turns as the other, and the
+  // last one skips its final hand-over, so no barrier is left half-arrived at exit.
+  auto take_turn = [&] {
+    if constexpr (T::kPingPong) cutlass::arch::NamedBarrier::sync(2 * 128, kTurnBarrier + wg);
+  };
+  auto pass_turn = [&](bool last) {
+    if constexpr (T::kPingPong)
+      if (!(last && wg == 1)) cutlass::arch::NamedBarrier::arrive(2 * 128, kTurnBarrier + (wg ^ 1));
+  };
+  if constexpr (T::kPingPong)
+    if (wg == 1) cutlass::arch::NamedBarrier::arrive(2 * 128, kTurnBarrier);
+  // One arrive per consumer warp frees a stage (its WGMMAs that read it have completed).
+  auto release = [&](uint64_t* empty) {
+    if (ctid % 32 == 0) EmptyBarrier::arrive(empty);
+  };
+  auto issue_s = [&](auto& acc_s, int stage) {
+    warpgroup_fence_operand(acc_s);
+    warpgroup_arrive();
+    mma_s.accumulate_ = GMMA::ScaleOut::Zero;
+    CUTE_UNROLL
+    for (int kb = 0; kb < size<2>(tSrQ); ++kb) {
+      cute::gemm(mma_s, tSrQ(_, _, kb), tSrK(_, _, kb, stage), acc_s);
+      mma_s.accumulate_ = GMMA::ScaleOut::One;
+    }
+    warpgroup_commit_batch();
+  };
+  auto issue_pv = [&](int stage) {
+    warpgroup_fence_operand(tOrP);
+    warpgroup_fence_operand(acc_o);
+    warpgroup_arrive();
+    mma_o.accumulate_ = GMMA::ScaleOut::One;
+    CUTE_UNROLL
+    for (int kb = 0; kb < size<2>(tOrP); ++kb) cute::gemm(mma_o, tOrP(_, _, kb), tOrV(_, _, kb, stage), acc_o);
+    warpgroup_commit_batch();
+  };
+  // Softcap, mask and online softmax of S block n in place; true when O needs rescaling.
+  auto softmax_block = [&](auto& acc_s, int n) {
+    Tensor s = make_tensor(acc_s.data(), rowcol(acc_s.layout()));  // (rows, cols)
+    if (p.softcap > 0.0f) apply_softcap(s, p);
+    if (qb.masked(n)) mask_block(s, tScS_rc, qb, n * BN, p.seqlen_k);
+    return softmax.update(s, p);
+  };
+  auto to_p = [&](auto const& acc_s) {
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc_s); ++i) rP(i) = Element(acc_s(i));
+  };
+
+  const int n_first = qb.n_begin, n_last = qb.n_end - 1;
+  PipeState<T::Stages> k_st, v_st;  // the next K block to read; the V block P V reads next
+  FullBarrier::wait(&smem.q_full, 0);
+  {
+    Tensor acc_s = partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{});  // ((2,2,BN/8),1,1) fp32
+    FullBarrier::wait(&smem.k_full[k_st.stage], k_st.phase);
+    take_turn();
+    issue_s(acc_s, k_st.stage);
+    pass_turn(false);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc_s);
+    release(&smem.k_empty[k_st.stage]);
+    k_st.advance();
+    softmax_block(acc_s, n_last);  // O is still zero: nothing to rescale
+    to_p(acc_s);
+  }
+  for (int n = n_last - 1; n >= n_first; --n) {
+    Tensor acc_s = partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{});
+    FullBarrier::wait(&smem.k_full[k_st.stage], k_st.phase);
+    FullBarrier::wait(&smem.v_full[v_st.stage], v_st.phase);
+    take_turn();
+    issue_s(acc_s, k_st.stage);
+    issue_pv(v_st.stage);
+    pass_turn(false);
+    warpgroup_wait<1>();  // S(n) is done; P(n+1) V(n+1) may still run
+    warpgroup_fence_operand(acc_s);
+    release(&smem.k_empty[k_st.stage]);
+    k_st.advance();
+    const bool moved = softmax_block(acc_s, n);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc_o);
+    warpgroup_fence_operand(tOrP);
+    release(&smem.v_empty[v_st.stage]);
+    v_st.advance();
+    if (moved) {  // O holds blocks > n, weighted by the old maxima
+      Tensor o_rc = make_tensor(acc_o.data(), rowcol(acc_o.layout()));
+      softmax.rescale(o_rc);
+    }
+    to_p(acc_s);
+  }
+  FullBarrier::wait(&smem.v_full[v_st.stage], v_st.phase);
+  take_turn();
+  issue_pv(v_st.stage);
+  pass_turn(true);
+  warpgroup_wait<0>();
+  warpgroup_fence_operand(acc_o);
+  release(&smem.v_empty[v_st.stage]);
+}
+
+}  // namespace tessera::attn::sm90ws
