@@ -39,10 +39,10 @@ struct QueryBlock {
   __device__ __forceinline__ bool masked(int n) const { return n < full_begin || n >= full_end; }
 };
 
+// Block `block` of the grid's order: (query block, head, batch), query blocks fastest.
 template <int BM, int BN, bool Causal>
-__device__ __forceinline__ QueryBlock query_block(const AttnParams& p) {
+__device__ __forceinline__ QueryBlock query_block(const AttnParams& p, int block) {
   QueryBlock q;
-  const int block = p.block0 + int(blockIdx.x);  // (query block, head, batch), query blocks fastest
   const int m = block % p.m_blocks, bh = block / p.m_blocks;
   // Causal: the highest query blocks see the most keys; launch them first (longest-first) so the
   // short ones fill the tail of the grid.
@@ -69,6 +69,11 @@ __device__ __forceinline__ QueryBlock query_block(const AttnParams& p) {
   q.full_begin = (max(0, q.key_lo + last) + BN - 1) / BN;
   q.full_end = max(0, min(q.key_hi, p.seqlen_k)) / BN;
   return q;
+}
+// The CTA's own block: one CTA per block, launched from block0 on (launch_kernel.cuh).
+template <int BM, int BN, bool Causal>
+__device__ __forceinline__ QueryBlock query_block(const AttnParams& p) {
+  return query_block<BM, BN, Causal>(p, p.block0 + int(blockIdx.x));
 }
 
 // Masks S block (rows, cols) view `s` with coordinates `coords` inside the (BM, BN) block whose

@@ -22,10 +22,11 @@ AttnParams& attn_params_of(KernelParams& kp) {
 }
 
 // kernel: the configuration's __global__ function; block_m: its query rows per CTA; params: what it
-// takes (AttnParams, or a struct holding them as `p`).
+// takes (AttnParams, or a struct holding them as `p`). persistent: the kernel walks the blocks
+// itself (block, block + gridDim.x, ...): one launch of at most one CTA per SM (or per budgeted SM).
 template <class Kernel, class Params>
 cudaError_t launch_kernel(Kernel* kernel, int block_m, int threads, int smem_bytes, std::atomic<unsigned long long>& configured,
-                          const Params& params, int max_sms, cudaStream_t stream) {
+                          const Params& params, int max_sms, cudaStream_t stream, bool persistent = false) {
   int dev = 0;
   if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
   const unsigned long long bit = 1ull << (dev & 63);
@@ -39,6 +40,14 @@ cudaError_t launch_kernel(Kernel* kernel, int block_m, int threads, int smem_byt
   AttnParams& p = attn_params_of(kp);
   p.m_blocks = (p.seqlen_q + block_m - 1) / block_m;
   const long long blocks = (long long)p.m_blocks * p.heads_q * p.batch;  // < 2^31 (validate)
+  if (persistent) {
+    int sms = 0;
+    if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev); e != cudaSuccess) return e;
+    const long long ctas = std::min<long long>(blocks, max_sms > 0 ? std::min(max_sms, sms) : sms);
+    p.block0 = 0;
+    if (ctas > 0) kernel<<<unsigned(ctas), threads, smem_bytes, stream>>>(kp);
+    return cudaGetLastError();
+  }
   const long long chunk = max_sms > 0 ? max_sms : blocks;
   for (long long first = 0; first < blocks; first += chunk) {
     p.block0 = int(first);

@@ -1,6 +1,7 @@
 // The epilogue of the warp-specialised Hopper attention kernel: each consumer warpgroup normalises
 // its 64 rows of O, writes their LSE, and moves them out through its own rows of Q's buffer with
 // 16-byte coalesced stores (rows past the sequence skipped). Warpgroups never wait for each other.
+// O goes through its own buffer (T::kSeparateO) or Q's rows of the warpgroup.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -13,7 +14,8 @@
 
 namespace tessera::attn::sm90ws {
 
-// Caller: this warpgroup's GEMMs are complete (its rows of sQ are no longer read).
+// Caller: this warpgroup's GEMMs are complete (where O leaves through Q's buffer, its rows of it are
+// no longer read).
 template <class T, class AccO, class Softmax>
 __device__ __forceinline__ void store(typename T::SharedStorage& smem, const AttnParams& p, const QueryBlock& qb, int wg,
                                       int ctid, AccO& acc_o, Softmax const& softmax) {
@@ -25,8 +27,10 @@ __device__ __forceinline__ void store(typename T::SharedStorage& smem, const Att
   Tensor tOcO = thr_o.partition_C(make_identity_tensor(Shape<Int<BM>, Int<D>>{}));
   softmax.finish(o_rc, make_tensor(tOcO.data(), rowcol(tOcO.layout())), qb, p);
 
-  // Registers -> smem in the accumulator's layout: each thread writes only its warpgroup's rows.
-  Tensor sO = make_tensor(make_smem_ptr(smem.q), typename T::SmemLayoutQ{});  // (BM,D)
+  // Registers -> smem in the accumulator's layout: each thread writes only its warpgroup's rows,
+  // once the warpgroup has read out the previous block's.
+  Tensor sO = make_tensor(make_smem_ptr(T::kSeparateO ? smem.o : smem.q), typename T::SmemLayoutQ{});  // (BM,D)
+  cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrier + wg);
   Tensor rO = make_tensor_like<Element>(acc_o);
   CUTE_UNROLL
   for (int i = 0; i < size(acc_o); ++i) rO(i) = Element(acc_o(i));

@@ -1,9 +1,11 @@
 // Attention forward on Hopper, warp-specialised (FlashAttention-3's structure, our code on CuTe).
-// One CTA computes O for BM query rows of one (batch, query head); the kernel only orchestrates:
+// A persistent CTA (one per SM) walks blocks of BM query rows of one (batch, query head) each; the
+// kernel only orchestrates:
 //   warpgroup 0, the producer: gives up registers (setmaxnreg) and one thread streams Q, K and V by
 //     TMA through mbarrier rings (mainloop.cuh: load);
 //   warpgroups 1.., the consumers (64 query rows each): take the registers, run the GEMMs and the
-//     online softmax (mainloop.cuh: mma), then each stores its rows (epilogue.cuh).
+//     online softmax (mainloop.cuh: mma), then each stores its rows (epilogue.cuh) while the producer
+//     already loads the next block's K, V and (where O has its own buffer) Q.
 // The CTA's place in the problem and its key-block range (masks, windows, causal longest-first order)
 // come from QueryBlock (attention/common.cuh), as in the other families.
 #pragma once
@@ -25,40 +27,67 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(const __grid_
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& smem = *reinterpret_cast<typename T::SharedStorage*>(smem_raw);
   const AttnParams& p = kp.p;
-  const QueryBlock qb = query_block<T::BM, T::BN, T::Causal>(p);
-  const bool has_keys = qb.n_end > qb.n_begin;  // else O = 0 and LSE = -inf, nothing to load
   const int warp_group = int(threadIdx.x) / 128;
+  // The blocks this CTA walks, in the grid's order (blocks that share K and V side by side, for L2;
+  // causal, the longest first): persistent, block, block + gridDim.x, ...; else its own block.
+  const int blocks = p.m_blocks * p.heads_q * p.batch;
+  const int first = p.block0 + int(blockIdx.x), stride = T::kPersistent ? int(gridDim.x) : blocks;
+  auto block_at = [&](int block) { return query_block<T::BM, T::BN, T::Causal>(p, block); };
 
   if (threadIdx.x == 0) {
     prefetch_tma_descriptor(kp.tma_q.get_tma_descriptor());
     prefetch_tma_descriptor(kp.tma_k.get_tma_descriptor());
     prefetch_tma_descriptor(kp.tma_v.get_tma_descriptor());
-    FullBarrier::init(&smem.q_full, 1);  // the producer's arrive + TMA bytes
+    FullBarrier::init(&smem.q_full, 1);                       // the producer's arrive + TMA bytes
+    EmptyBarrier::init(&smem.q_empty, 4 * T::kConsumers);     // one arrive per consumer warp
     for (int s = 0; s < T::Stages; ++s) {
       FullBarrier::init(&smem.k_full[s], 1);
       FullBarrier::init(&smem.v_full[s], 1);
-      EmptyBarrier::init(&smem.k_empty[s], 4 * T::kConsumers);  // one arrive per consumer warp
+      EmptyBarrier::init(&smem.k_empty[s], 4 * T::kConsumers);
       EmptyBarrier::init(&smem.v_empty[s], 4 * T::kConsumers);
     }
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();
 
+  PipeState<T::Stages> st;  // the K/V rings, carried from block to block by both roles
+  uint32_t q_phase = 0;     // Q's barriers flip once per block that has keys
   if (warp_group == 0) {
     cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
-    if (has_keys && threadIdx.x < 32 && cute::elect_one_sync()) load<T>(kp, smem, qb);
+    if (threadIdx.x < 32 && cute::elect_one_sync()) {
+      for (int block = first; block < blocks; block += stride) {
+        const QueryBlock qb = block_at(block);
+        if (qb.n_end > qb.n_begin) {
+          load<T>(kp, smem, qb, st, q_phase);
+        } else {  // no key to see: nothing to load, but Q's buffer changes hands all the same
+          EmptyBarrier::wait(&smem.q_empty, q_phase ^ 1);
+          FullBarrier::arrive(&smem.q_full);
+        }
+        q_phase ^= 1;
+      }
+    }
     return;
   }
   cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
   const int wg = warp_group - 1, ctid = int(threadIdx.x) - 128;
   typename T::TiledMmaO mma_o;
   Tensor acc_o = partition_fragment_C(mma_o, Shape<Int<T::BM>, Int<T::D>>{});  // ((2,2,D/8),1,1) fp32
-  clear(acc_o);
   constexpr int kRows = decltype(size<0>(rowcol(acc_o.layout())))::value;  // query rows this thread holds (2)
-  OnlineSoftmax<kRows> softmax;
-  softmax.init();
-  if (has_keys) mma<T>(smem, p, qb, wg, ctid, acc_o, softmax);
-  store<T>(smem, p, qb, wg, ctid, acc_o, softmax);
+  // Every block takes Q's buffer (q_full) and gives it back (q_empty) once its GEMMs, or, where O
+  // leaves through that buffer, its epilogue are done; a block without keys (O = 0, LSE = -inf)
+  // only takes and gives.
+  for (int block = first; block < blocks; block += stride) {
+    const QueryBlock qb = block_at(block);
+    clear(acc_o);
+    OnlineSoftmax<kRows> softmax;
+    softmax.init();
+    if (qb.n_end > qb.n_begin) mma<T>(smem, p, qb, wg, ctid, acc_o, softmax, st, q_phase);
+    else FullBarrier::wait(&smem.q_full, q_phase);
+    if constexpr (T::kSeparateO) release_q<T>(smem, ctid);
+    store<T>(smem, p, qb, wg, ctid, acc_o, softmax);
+    if constexpr (!T::kSeparateO) release_q<T>(smem, ctid);
+    q_phase ^= 1;
+  }
 #endif
 }
 

@@ -14,7 +14,8 @@ cudaError_t launch(const AttnParams& p, int max_sms, cudaStream_t stream) {
   using T = Traits<S::D, S::BM, S::BN, S::Stages, BF16, Causal>;
   static std::atomic<unsigned long long> configured{0};  // per device: the smem limit was raised
   KernelParams<T> kp{p, T::make_tma_q(p), T::make_tma_k(p), T::make_tma_v(p)};
-  return launch_kernel(&attention_kernel<T>, S::BM, T::kThreads, T::kSmemBytes, configured, kp, max_sms, stream);
+  return launch_kernel(&attention_kernel<T>, S::BM, T::kThreads, T::kSmemBytes, configured, kp, max_sms, stream,
+                       T::kPersistent);
 }
 
 }  // namespace tessera::attn::sm90ws

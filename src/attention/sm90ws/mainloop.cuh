@@ -1,6 +1,7 @@
 // The mainloop of the warp-specialised Hopper attention kernel, as its two roles:
-//   load(): the producer thread streams Q once and K, V per key block into their rings by TMA, each
-//     stage guarded by a full barrier (TMA bytes landed) and an empty one (every consumer warp done).
+//   load(): the producer thread streams Q once per query block and K, V per key block into their
+//     rings by TMA, each buffer guarded by a full barrier (TMA bytes landed) and an empty one (every
+//     consumer warp done with it). The rings' state carries over from one query block to the next.
 //   mma(): a consumer warpgroup's 64 query rows: S = Q K^T on WGMMA, softcap / mask / online softmax
 //     in registers, O += P V with P straight from registers. The GEMMs of consecutive blocks are issued
 //     together, so the softmax of block n runs while the tensor core does P V of block n + 1 (FA3's
@@ -27,9 +28,11 @@ using EmptyBarrier = cutlass::arch::ClusterBarrier;
 // its epilogue.
 constexpr int kTurnBarrier = 1, kEpilogueBarrier = 3;
 
-// Producer: one thread. Q, then K(n) and V(n) for n = n_last down to n_first.
+// Producer: one thread. K(n) and V(n) for n = n_last down to n_first, and Q after the first K (once
+// the previous block's consumers released Q's buffer; q_phase: this block's parity).
 template <class T>
-__device__ __forceinline__ void load(KernelParams<T> const& kp, typename T::SharedStorage& smem, const QueryBlock& qb) {
+__device__ __forceinline__ void load(KernelParams<T> const& kp, typename T::SharedStorage& smem, const QueryBlock& qb,
+                                     PipeState<T::Stages>& st, uint32_t q_phase) {
   constexpr int BM = T::BM, BN = T::BN, D = T::D;
   const AttnParams& p = kp.p;
   Tensor mQ = kp.tma_q.get_tma_tensor(make_shape(p.seqlen_q, D, p.heads_q, p.batch));  // (seq,D,head,batch)
@@ -51,13 +54,15 @@ __device__ __forceinline__ void load(KernelParams<T> const& kp, typename T::Shar
   Tensor tVgV = tma_v.partition_S(gV);
   Tensor tVsV = tma_v.partition_D(sV);
 
-  FullBarrier::arrive_and_expect_tx(&smem.q_full, T::kQBytes);
-  copy(kp.tma_q.with(smem.q_full), tQgQ, tQsQ);
-  PipeState<T::Stages> st;
   for (int n = qb.n_end - 1; n >= qb.n_begin; --n) {
     EmptyBarrier::wait(&smem.k_empty[st.stage], st.phase ^ 1);  // a fresh barrier passes parity 1
     FullBarrier::arrive_and_expect_tx(&smem.k_full[st.stage], T::kKVBytes);
     copy(kp.tma_k.with(smem.k_full[st.stage]), tKgK(_, _, _, n), tKsK(_, _, _, st.stage));
+    if (n == qb.n_end - 1) {  // Q after the first K: that K's stage frees up sooner than Q's buffer
+      EmptyBarrier::wait(&smem.q_empty, q_phase ^ 1);
+      FullBarrier::arrive_and_expect_tx(&smem.q_full, T::kQBytes);
+      copy(kp.tma_q.with(smem.q_full), tQgQ, tQsQ);
+    }
     EmptyBarrier::wait(&smem.v_empty[st.stage], st.phase ^ 1);
     FullBarrier::arrive_and_expect_tx(&smem.v_full[st.stage], T::kKVBytes);
     copy(kp.tma_v.with(smem.v_full[st.stage]), tVgV(_, _, _, n), tVsV(_, _, _, st.stage));
@@ -67,10 +72,12 @@ __device__ __forceinline__ void load(KernelParams<T> const& kp, typename T::Shar
 
 // Consumer warpgroup `wg` (0 .. kConsumers-1; ctid its thread's index among all consumers): O of its
 // 64 rows, unnormalised, in acc_o; the row maxima and sums in `softmax`. Only called when the block
-// visits at least one key block.
+// visits at least one key block; st: the rings' state (advanced past this block's keys); q_phase:
+// this block's parity of Q's barriers.
 template <class T, class AccO, class Softmax>
 __device__ __forceinline__ void mma(typename T::SharedStorage& smem, const AttnParams& p, const QueryBlock& qb, int wg,
-                                    int ctid, AccO& acc_o, Softmax& softmax) {
+                                    int ctid, AccO& acc_o, Softmax& softmax, PipeState<T::Stages>& st,
+                                    uint32_t q_phase) {
   using Element = typename T::Element;
   constexpr int BM = T::BM, BN = T::BN;
   Tensor sQ = make_tensor(make_smem_ptr(smem.q), typename T::SmemLayoutQ{});   // (BM,D)
@@ -138,8 +145,8 @@ __device__ __forceinline__ void mma(typename T::SharedStorage& smem, const AttnP
   };
 
   const int n_first = qb.n_begin, n_last = qb.n_end - 1;
-  PipeState<T::Stages> k_st, v_st;  // the next K block to read; the V block P V reads next
-  FullBarrier::wait(&smem.q_full, 0);
+  PipeState<T::Stages> k_st = st, v_st = st;  // the next K block to read; the V block P V reads next
+  FullBarrier::wait(&smem.q_full, q_phase);
   {
     Tensor acc_s = partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{});  // ((2,2,BN/8),1,1) fp32
     FullBarrier::wait(&smem.k_full[k_st.stage], k_st.phase);
@@ -184,6 +191,16 @@ __device__ __forceinline__ void mma(typename T::SharedStorage& smem, const AttnP
   warpgroup_wait<0>();
   warpgroup_fence_operand(acc_o);
   release(&smem.v_empty[v_st.stage]);
+  v_st.advance();
+  st = v_st;
+}
+
+// One arrive per consumer warp: this warp no longer reads Q's buffer (its GEMMs, or its epilogue
+// where O leaves through Q's buffer, are done).
+template <class T>
+__device__ __forceinline__ void release_q(typename T::SharedStorage& smem, int ctid) {
+  __syncwarp();
+  if (ctid % 32 == 0) EmptyBarrier::arrive(&smem.q_empty);
 }
 
 }  // namespace tessera::attn::sm90ws

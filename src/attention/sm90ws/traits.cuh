@@ -28,6 +28,10 @@ struct Traits {
   // Two consumers take turns on the tensor core (FA3's ping-pong): one's GEMMs run while the
   // other's softmax does.
   static constexpr bool kPingPong = kConsumers == 2;
+  // Non-causal blocks all take the same time: one persistent CTA per SM walks them, loading the next
+  // block while it stores this one. Causal blocks differ up to the sequence length: one CTA per
+  // block, longest first, which the hardware's dynamic block scheduler balances best.
+  static constexpr bool kPersistent = !Causal;
 
   // Q, K and V rows are D long and contiguous: K-major for both operands of S = Q K^T. 128-byte
   // swizzle rows (64 elements) where D allows, 64-byte ones (32 elements) for D = 96.
@@ -71,12 +75,16 @@ struct Traits {
 
   static constexpr uint32_t kQBytes = BM * D * sizeof(Element), kKVBytes = BN * D * sizeof(Element);
 
+  // O leaves through its own buffer where it fits beside Q and the rings (so the next block's Q can
+  // load while this one's O is stored), else through Q's (d = 256).
+  static constexpr int kQKVBytes = (BM + 2 * Stages * BN) * D * int(sizeof(Element));
+  static constexpr bool kSeparateO = kQKVBytes + BM * D * int(sizeof(Element)) + 1024 <= 227 * 1024;
   struct SharedStorage {
-    // Q's buffer holds O on the way out (each consumer's 64 rows, once its last S GEMM is done).
     alignas(1024) Element q[cosize_v<SmemLayoutQ>];
     alignas(1024) Element k[cosize_v<SmemLayoutKV>];
     alignas(1024) Element v[cosize_v<SmemLayoutKV>];
-    uint64_t q_full;
+    alignas(1024) Element o[kSeparateO ? cosize_v<SmemLayoutQ> : 8];
+    uint64_t q_full, q_empty;
     uint64_t k_full[Stages], k_empty[Stages];
     uint64_t v_full[Stages], v_empty[Stages];
   };
