@@ -1,6 +1,6 @@
 // Attention forward on Hopper, warp-specialised (FlashAttention-3's structure, our code on CuTe).
-// A persistent CTA (one per SM) walks blocks of BM query rows of one (batch, query head) each; the
-// kernel only orchestrates:
+// A CTA computes O for blocks of BM query rows of one (batch, query head) each: its own block, or,
+// persistent (launch.cuh), every gridDim.x-th block with one CTA per SM. The kernel only orchestrates:
 //   warpgroup 0, the producer: gives up registers (setmaxnreg) and one thread streams Q, K and V by
 //     TMA through mbarrier rings (mainloop.cuh: load);
 //   warpgroups 1.., the consumers (64 query rows each): take the registers, run the GEMMs and the
@@ -31,7 +31,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(const __grid_
   // The blocks this CTA walks, in the grid's order (blocks that share K and V side by side, for L2;
   // causal, the longest first): persistent, block, block + gridDim.x, ...; else its own block.
   const int blocks = p.m_blocks * p.heads_q * p.batch;
-  const int first = p.block0 + int(blockIdx.x), stride = T::kPersistent ? int(gridDim.x) : blocks;
+  const int first = p.block0 + int(blockIdx.x), stride = kp.persistent ? int(gridDim.x) : blocks;
   auto block_at = [&](int block) { return query_block<T::BM, T::BN, T::Causal>(p, block); };
 
   if (threadIdx.x == 0) {

@@ -28,10 +28,6 @@ struct Traits {
   // Two consumers take turns on the tensor core (FA3's ping-pong): one's GEMMs run while the
   // other's softmax does.
   static constexpr bool kPingPong = kConsumers == 2;
-  // Non-causal blocks all take the same time: one persistent CTA per SM walks them, loading the next
-  // block while it stores this one. Causal blocks differ up to the sequence length: one CTA per
-  // block, longest first, which the hardware's dynamic block scheduler balances best.
-  static constexpr bool kPersistent = !Causal;
 
   // Q, K and V rows are D long and contiguous: K-major for both operands of S = Q K^T. 128-byte
   // swizzle rows (64 elements) where D allows, 64-byte ones (32 elements) for D = 96.
@@ -99,6 +95,7 @@ struct KernelParams {
   typename T::TmaQ tma_q;
   typename T::TmaK tma_k;
   typename T::TmaV tma_v;
+  int persistent = 0;  // 1: one CTA per SM walks the blocks (launch.cuh: persistent_walk)
 };
 
 }  // namespace tessera::attn::sm90ws
