@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "attention/decode/decode.hpp"
+#include "attention/sm90ws/launch.hpp"
 #include "attention/validate.hpp"
 #include "attention_gpu_reference.hpp"
 #include "common/attention_reference.hpp"
@@ -888,6 +889,27 @@ TEST(AttentionApi, WorkspaceSizeOnlyForDecodeShapes) {
 }
 
 namespace dec = tessera::attn::decode;
+
+// The sm90ws launcher's walk: persistent only where it was measured to pay (launch.hpp).
+TEST(Sm90WsWalk, PersistentOnlyForShortBlocks) {
+  namespace ws = tessera::attn::sm90ws;
+  tessera::attn::AttnParams p;
+  auto walk = [&](int sq, int sk, int d, int bm, bool causal, bool separate_o) {
+    p.seqlen_q = sq;
+    p.seqlen_k = sk;
+    return ws::block_walk(p, d, bm, causal, separate_o);
+  };
+  EXPECT_EQ(walk(4096, 4096, 128, 128, false, true), ws::kStrided);    // 2^19 key elements
+  EXPECT_EQ(walk(8192, 8192, 128, 128, false, true), ws::kStrided);    // exactly 2^20
+  EXPECT_EQ(walk(8192, 8193, 128, 128, false, true), ws::kOwnBlock);   // past it
+  EXPECT_EQ(walk(16384, 16384, 64, 192, false, true), ws::kStrided);
+  EXPECT_EQ(walk(16384, 16384, 256, 128, false, false), ws::kOwnBlock);
+  EXPECT_EQ(walk(512, 512, 128, 128, true, true), ws::kChunk);         // 4 query blocks
+  EXPECT_EQ(walk(1152, 1152, 64, 192, true, true), ws::kChunk);        // 6 blocks of 192
+  EXPECT_EQ(walk(1024, 1024, 128, 128, true, true), ws::kOwnBlock);    // 8 blocks
+  EXPECT_EQ(walk(512, 512, 256, 128, true, false), ws::kOwnBlock);     // O through Q's buffer
+  EXPECT_EQ(walk(16384, 16384, 128, 128, true, true), ws::kOwnBlock);
+}
 
 TEST(DecodePlan, PacksQueryHeadsOfAKvHead) {
   // GQA 32/8, one token: 4 packed rows per KV head, one tile.

@@ -1,6 +1,6 @@
 // Attention forward on Hopper, warp-specialised (FlashAttention-3's structure, our code on CuTe).
 // A CTA computes O for blocks of BM query rows of one (batch, query head) each: its own block, or,
-// persistent (launch.cuh), every gridDim.x-th block with one CTA per SM. The kernel only orchestrates:
+// with one CTA per SM, several (launch.cuh: Walk). The kernel only orchestrates:
 //   warpgroup 0, the producer: gives up registers (setmaxnreg) and one thread streams Q, K and V by
 //     TMA through mbarrier rings (mainloop.cuh: load);
 //   warpgroups 1.., the consumers (64 query rows each): take the registers, run the GEMMs and the
@@ -28,10 +28,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(const __grid_
   auto& smem = *reinterpret_cast<typename T::SharedStorage*>(smem_raw);
   const AttnParams& p = kp.p;
   const int warp_group = int(threadIdx.x) / 128;
-  // The blocks this CTA walks, in the grid's order (blocks that share K and V side by side, for L2;
-  // causal, the longest first): persistent, block, block + gridDim.x, ...; else its own block.
-  const int blocks = p.m_blocks * p.heads_q * p.batch;
-  const int first = p.block0 + int(blockIdx.x), stride = kp.persistent ? int(gridDim.x) : blocks;
+  // The blocks this CTA walks, [first, end) by stride, in the grid's order (blocks that share K and V
+  // side by side, for L2; causal, the longest first): its own block, every gridDim.x-th block, or
+  // its share of consecutive blocks (launch.cuh: Walk).
+  const int blocks = p.m_blocks * p.heads_q * p.batch, cta = int(blockIdx.x), ctas = int(gridDim.x);
+  int first = p.block0 + cta, end = first + 1, stride = 1;
+  if (kp.walk == 1) end = blocks, stride = ctas;
+  if (kp.walk == 2) first = int(int64_t(blocks) * cta / ctas), end = int(int64_t(blocks) * (cta + 1) / ctas);
   auto block_at = [&](int block) { return query_block<T::BM, T::BN, T::Causal>(p, block); };
 
   if (threadIdx.x == 0) {
@@ -55,7 +58,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(const __grid_
   if (warp_group == 0) {
     cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
     if (threadIdx.x < 32 && cute::elect_one_sync()) {
-      for (int block = first; block < blocks; block += stride) {
+      for (int block = first; block < end; block += stride) {
         const QueryBlock qb = block_at(block);
         if (qb.n_end > qb.n_begin) {
           load<T>(kp, smem, qb, st, q_phase);
@@ -76,7 +79,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(const __grid_
   // Every block takes Q's buffer (q_full) and gives it back (q_empty) once its GEMMs, or, where O
   // leaves through that buffer, its epilogue are done; a block without keys (O = 0, LSE = -inf)
   // only takes and gives.
-  for (int block = first; block < blocks; block += stride) {
+  for (int block = first; block < end; block += stride) {
     const QueryBlock qb = block_at(block);
     clear(acc_o);
     OnlineSoftmax<kRows> softmax;

@@ -3,9 +3,25 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
+
 #include "attention/params.hpp"
 
 namespace tessera::attn::sm90ws {
+
+// How the CTAs take the blocks. kOwnBlock: one CTA per block, in the grid's order (causal: longest
+// first, which the hardware's dynamic block scheduler balances best). Otherwise one CTA per SM walks
+// several, loading the next block while it stores this one, which pays where a block's keys are few
+// enough that its start and end (barrier set-up, first loads, O's store) are a visible share of it:
+// kStrided (block, block + gridDim.x, ...) for non-causal blocks, which all take the same time;
+// kChunk (a run of consecutive blocks) for short causal ones, so every CTA gets each length alike;
+// only where O has its own buffer (the next Q need not wait for the store) and a head has at most
+// 6 query blocks (beyond, a chunk's uneven share of lengths costs more than the walk saves).
+enum Walk : int { kOwnBlock = 0, kStrided = 1, kChunk = 2 };
+inline Walk block_walk(const AttnParams& p, int head_dim, int block_m, bool causal, bool separate_o) {
+  if (!causal) return int64_t(p.seqlen_k) * head_dim <= (int64_t(1) << 20) ? kStrided : kOwnBlock;
+  return separate_o && (p.seqlen_q + block_m - 1) / block_m <= 6 ? kChunk : kOwnBlock;
+}
 
 template <int Cfg, bool BF16, bool Causal>
 cudaError_t launch(const AttnParams& p, int max_sms, cudaStream_t stream);

@@ -95,7 +95,7 @@ struct KernelParams {
   typename T::TmaQ tma_q;
   typename T::TmaK tma_k;
   typename T::TmaV tma_v;
-  int persistent = 0;  // 1: one CTA per SM walks the blocks (launch.cuh: persistent_walk)
+  int walk = 0;  // how CTAs take blocks (launch.cuh: Walk)
 };
 
 }  // namespace tessera::attn::sm90ws
