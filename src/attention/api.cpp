@@ -230,6 +230,9 @@ AttnParams params_of(const AttentionArgs& args) {
   p.seqlen_k = int(args.seqlen_k);
   p.heads_q = int(args.heads_q);
   p.heads_kv = int(args.heads_kv);
+  p.max_seqlen_q = p.seqlen_q;
+  p.lse_stride[0] = args.heads_q * args.seqlen_q;  // [B, Hq, Sq]
+  p.lse_stride[1] = args.seqlen_q;
   for (int i = 0; i < 3; ++i) {
     p.q_stride[i] = args.q_stride[i];
     p.k_stride[i] = args.k_stride[i];
