@@ -132,12 +132,12 @@ Status check_operand(const Operand& t, int64_t head_dim) {
   if (!t.ptr) return invalid(n + ": null pointer");
   if (reinterpret_cast<uintptr_t>(t.ptr) % 16 != 0)
     return invalid(n + ": must be 16-byte aligned (the kernels move 8 head-dim elements at a time)");
-  for (int i = 0; i < 3; ++i) {
-    const char* mode[] = {t.outer_name, "sequence", "head"};
-    if (t.stride[i] < 0) return invalid(n + "_stride[" + std::to_string(i) + "] (" + mode[i] + "): must be >= 0");
+  for (int i = t.packed ? 1 : 0; i < 3; ++i) {
+    const char* mode[] = {t.outer_name, t.packed ? "token" : "sequence", "head"};
+    const std::string at = n + "_stride[" + std::to_string(t.packed ? i - 1 : i) + "] (" + mode[i] + ")";
+    if (t.stride[i] < 0) return invalid(at + ": must be >= 0");
     if (t.stride[i] % 8 != 0)
-      return invalid(n + "_stride[" + std::to_string(i) + "] (" + mode[i] +
-                     "): must be a multiple of 8 elements (16 bytes) so head-dim rows stay aligned (got " +
+      return invalid(at + ": must be a multiple of 8 elements (16 bytes) so head-dim rows stay aligned (got " +
                      std::to_string(t.stride[i]) + ")");
   }
   // The largest element offset must fit in 64 bits (int64 indexing in the kernel).
