@@ -88,6 +88,12 @@ if [ "$mode" = all ] || [ "$mode" = sanitize ]; then
         done
       done
     done
+    for tool in memcheck racecheck; do  # varlen: ragged sequences, bad cu_seqlens clamped, every family's row
+      echo "-- $tool attention varlen"
+      compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/tessera_gpu_tests" --gtest_brief=1 \
+        --gtest_filter='AttnVarlen.BadCuSeqlensAreClamped:AttnVarlen.GraphCAbiBudgetNoLse' ||
+        echo "SANITIZER_FAIL $tool attention varlen"
+    done
     for cfg in sm90_128x128x64_s6_coop sm90_128x64x64_s8_c1x2_coop sm90_64x96x64_s10_c2_coop sm90_64x64x64_s13_c2_coop sm90_64x64x64_s13_c1x2_coop; do
       for tool in memcheck racecheck; do  # the flipped orientation: transposed sub-tiles, C by ldmatrix.trans
         echo "-- $tool $cfg+flip"

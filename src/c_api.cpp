@@ -148,6 +148,53 @@ KvCacheArgs from_c(const tessera_kvcache_args_t& a) noexcept {
   return r;
 }
 
+// VarlenArgs and tessera_varlen_args_t likewise.
+template <class To, class From>
+static void copy_varlen_fields(To& r, const From& a) noexcept {
+  r.q = a.q;
+  r.k = a.k;
+  r.v = a.v;
+  r.o = a.o;
+  r.lse = a.lse;
+  r.cu_seqlens_q = a.cu_seqlens_q;
+  r.cu_seqlens_k = a.cu_seqlens_k;
+  r.batch = a.batch;
+  r.total_q = a.total_q;
+  r.total_k = a.total_k;
+  r.max_seqlen_q = a.max_seqlen_q;
+  r.max_seqlen_k = a.max_seqlen_k;
+  r.heads_q = a.heads_q;
+  r.heads_kv = a.heads_kv;
+  r.head_dim = a.head_dim;
+  for (int i = 0; i < 2; ++i) {
+    r.q_stride[i] = a.q_stride[i];
+    r.k_stride[i] = a.k_stride[i];
+    r.v_stride[i] = a.v_stride[i];
+    r.o_stride[i] = a.o_stride[i];
+  }
+  r.softmax_scale = a.softmax_scale;
+  r.window_left = a.window_left;
+  r.window_right = a.window_right;
+  r.softcap = a.softcap;
+  r.max_sms = a.max_sms;
+}
+
+tessera_varlen_args_t to_c(const VarlenArgs& a) noexcept {
+  tessera_varlen_args_t r{};
+  copy_varlen_fields(r, a);
+  r.dtype = tessera_dtype_t(a.dtype);
+  r.causal = a.causal ? 1 : 0;
+  return r;
+}
+
+VarlenArgs from_c(const tessera_varlen_args_t& a) noexcept {
+  VarlenArgs r;
+  copy_varlen_fields(r, a);
+  r.dtype = DType(a.dtype);
+  r.causal = a.causal != 0;
+  return r;
+}
+
 tessera_attention_args_t to_c(const AttentionArgs& a) noexcept {
   tessera_attention_args_t r{};
   copy_attention_fields(r, a);
@@ -231,6 +278,21 @@ tessera_status_t tessera_attention_with_kvcache_workspace_size(const tessera_kvc
   return guard([&] {
     if (!args) return remember(invalid("args: null pointer")).code;
     return tessera::attention_with_kvcache_workspace_size(tessera::from_c(*args), bytes).code;
+  });
+}
+
+tessera_status_t tessera_attention_varlen(const tessera_varlen_args_t* args, void* workspace, size_t workspace_bytes,
+                                          void* stream) {
+  return guard([&] {
+    if (!args) return remember(invalid("args: null pointer")).code;
+    return tessera::attention_varlen(tessera::from_c(*args), stream, workspace, workspace_bytes).code;
+  });
+}
+
+tessera_status_t tessera_attention_varlen_workspace_size(const tessera_varlen_args_t* args, size_t* bytes) {
+  return guard([&] {
+    if (!args) return remember(invalid("args: null pointer")).code;
+    return tessera::attention_varlen_workspace_size(tessera::from_c(*args), bytes).code;
   });
 }
 

@@ -221,6 +221,59 @@ tessera_status_t tessera_attention_with_kvcache_workspace_size(const tessera_kvc
 tessera_status_t tessera_attention_with_kvcache(const tessera_kvcache_args_t* args, void* workspace,
                                                 size_t workspace_bytes, void* stream);
 
+/* Attention over a batch of sequences of different lengths packed along one token dimension
+ * (variable-length prefill, flash-attn's flash_attn_varlen_func):
+ *   Q and O [total_q, Hq, D], K and V [total_k, Hkv, D]: strides for the token and head modes (each
+ *   >= 0 and a multiple of 8 elements), head-dim stride 1, pointers 16-byte aligned, O disjoint from
+ *   Q, K, V, LSE and both cu_seqlens. F16 or BF16; Hq a multiple of Hkv (GQA).
+ *   cu_seqlens_q, cu_seqlens_k: int32 [batch + 1] on the device: sequence b owns the query rows
+ *   cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1 and the keys cu_seqlens_k[b] .. cu_seqlens_k[b + 1] - 1
+ *   (cumulative lengths: cu[0] = 0, non-decreasing, cu[batch] <= total). They may be one array.
+ *   max_seqlen_q: at least the longest query sequence (the kernels cover that many rows of each: rows
+ *   of a longer one past it may be left unwritten). max_seqlen_k: the longest key sequence, for
+ *   flash-attn's signature (the kernels read each sequence's own). Both >= 0.
+ *   Each sequence is attended on its own: causal and windows align bottom-right to its lengths
+ *   (query i sees keys j <= i + len_k - len_q, as tessera_attention_args_t with Sq = len_q, Sk =
+ *   len_k); softmax_scale, causal, window_left/right, softcap and max_sms as there.
+ *   A sequence with no query rows writes nothing; a query row that sees no key (no keys at all,
+ *   causal with len_q > len_k, a window outside them) gets O = 0 and LSE = -inf. Rows of O and LSE
+ *   outside every sequence are not written.
+ *   lse (optional, may be NULL): fp32 [Hq, total_q] contiguous (flash-attn's varlen layout).
+ * Checked only on the device (no host synchronisation): sequence b is read as the rows
+ * [clamp(cu[b], 0, total), clamp(cu[b + 1], that, total)), so bad cu_seqlens (negative, decreasing,
+ * past the total) never make a kernel read or write outside the tensors; sequences that overlap
+ * that way write the rows they share more than once, each with one of their results. */
+typedef struct tessera_varlen_args_t {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;
+  tessera_dtype_t dtype;
+  const int32_t* cu_seqlens_q;
+  const int32_t* cu_seqlens_k;
+  int64_t batch;  /* sequences: cu_seqlens_q and cu_seqlens_k hold batch + 1 entries */
+  int64_t total_q, total_k, max_seqlen_q, max_seqlen_k;
+  int64_t heads_q, heads_kv, head_dim;
+  int64_t q_stride[2];  /* elements between consecutive tokens and heads */
+  int64_t k_stride[2];
+  int64_t v_stride[2];
+  int64_t o_stride[2];
+  float softmax_scale;  /* 0 = 1 / sqrt(head_dim) */
+  int causal;
+  int64_t window_left, window_right;
+  float softcap;
+  int max_sms;
+} tessera_varlen_args_t;
+
+/* Bytes of workspace for the call (0: none; the prefill kernels that run it need none today). The
+ * workspace contract is the GEMM's. */
+tessera_status_t tessera_attention_varlen_workspace_size(const tessera_varlen_args_t* args, size_t* bytes);
+/* Runs variable-length attention on `stream`. Asynchronous; `workspace` as for
+ * tessera_attention_with_workspace (may be NULL / 0). */
+tessera_status_t tessera_attention_varlen(const tessera_varlen_args_t* args, void* workspace, size_t workspace_bytes,
+                                          void* stream);
+
 /* The TESSERA_* environment variables (overrides for measurements and tests, README) are read once,
  * at the first call that needs them. This re-reads them and drops the memoized launch plans, for
  * tests and tools that change the environment inside one process. Not for concurrent use with

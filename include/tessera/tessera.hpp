@@ -201,6 +201,37 @@ Status attention_with_kvcache(const KvCacheArgs& args, void* stream = nullptr, v
                               size_t workspace_bytes = 0);
 Status attention_with_kvcache_workspace_size(const KvCacheArgs& args, size_t* bytes);
 
+// ---- attention over packed variable-length sequences (see tessera_varlen_args_t for the rules) ----
+struct VarlenArgs {
+  const void* q = nullptr;  // [total_q, Hq, D] (q_stride: token, head)
+  const void* k = nullptr;  // [total_k, Hkv, D]
+  const void* v = nullptr;
+  void* o = nullptr;        // like q
+  float* lse = nullptr;     // optional fp32 [Hq, total_q]
+  DType dtype = DType::BF16;
+  const int32_t* cu_seqlens_q = nullptr;  // device [batch + 1]: sequence b's rows cu[b] .. cu[b + 1] - 1
+  const int32_t* cu_seqlens_k = nullptr;
+  int64_t batch = 0, total_q = 0, total_k = 0, max_seqlen_q = 0, max_seqlen_k = 0;
+  int64_t heads_q = 0, heads_kv = 0, head_dim = 0;
+  int64_t q_stride[2] = {0, 0};  // (token, head) strides in elements
+  int64_t k_stride[2] = {0, 0};
+  int64_t v_stride[2] = {0, 0};
+  int64_t o_stride[2] = {0, 0};
+  float softmax_scale = 0.0f;  // 0 = 1/sqrt(head_dim)
+  bool causal = false;
+  int64_t window_left = -1, window_right = -1;
+  float softcap = 0.0f;
+  int max_sms = 0;
+};
+// Contiguous (token, head) strides of a [total, H, D] tensor.
+inline void packed_strides(int64_t h, int64_t d, int64_t (&st)[2]) {
+  st[0] = h * d;
+  st[1] = d;
+}
+Status attention_varlen(const VarlenArgs& args, void* stream = nullptr, void* workspace = nullptr,
+                        size_t workspace_bytes = 0);
+Status attention_varlen_workspace_size(const VarlenArgs& args, size_t* bytes);
+
 // The TESSERA_* overrides are read once per process; this re-reads them and drops memoized launch
 // plans (tests, tools). Not for concurrent use with other tessera calls.
 void reread_environment();
@@ -215,5 +246,7 @@ tessera_attention_args_t to_c(const AttentionArgs& a) noexcept;
 AttentionArgs from_c(const tessera_attention_args_t& a) noexcept;
 tessera_kvcache_args_t to_c(const KvCacheArgs& a) noexcept;
 KvCacheArgs from_c(const tessera_kvcache_args_t& a) noexcept;
+tessera_varlen_args_t to_c(const VarlenArgs& a) noexcept;
+VarlenArgs from_c(const tessera_varlen_args_t& a) noexcept;
 
 }  // namespace tessera

@@ -36,13 +36,19 @@ struct AttnConfig {
   int arch;
   int d, bm, bn;
   int smem_bytes;
+  // Whether the family runs variable-length batches (AttnParams::cu_seqlens_q): attention_varlen
+  // chooses only such rows. False unless a row says so, so that a family added without it is never
+  // handed a varlen call.
+  bool varlen = false;
 };
 
 const AttnConfig kConfigs[] = {
-#define TESSERA_ATTN_CONFIG(id, name, d, bm, bn, warps, reason) {id, name, 80, d, bm, bn, ((bm) + 2 * (bn)) * (d) * 2},
-#define TESSERA_ATTN_SM90_CONFIG(id, name, d, bm, bn, overlap, reason) {id, name, 90, d, bm, bn, ((bm) + 4 * (bn)) * (d) * 2},
+#define TESSERA_ATTN_CONFIG(id, name, d, bm, bn, warps, reason) \
+  {id, name, 80, d, bm, bn, ((bm) + 2 * (bn)) * (d) * 2, true},
+#define TESSERA_ATTN_SM90_CONFIG(id, name, d, bm, bn, overlap, reason) \
+  {id, name, 90, d, bm, bn, ((bm) + 4 * (bn)) * (d) * 2, true},
 #define TESSERA_ATTN_SM90WS_CONFIG(id, name, d, bm, bn, stages, reason) \
-  {id, name, 91, d, bm, bn, ((bm) + 2 * (stages) * (bn)) * (d) * 2 + 1024},
+  {id, name, 91, d, bm, bn, ((bm) + 2 * (stages) * (bn)) * (d) * 2 + 1024, false},
 #include "attention/configs.def"
 #undef TESSERA_ATTN_CONFIG
 #undef TESSERA_ATTN_SM90_CONFIG
@@ -57,30 +63,36 @@ bool head_dim_supported(int64_t head_dim) {
 
 // The default configuration for a head dim on a device of compute capability `cc` (major*10+minor):
 // on cc 9.0 the first sm90ws row, then the first sm90 row (TESSERA_ATTN_ARCH: 90 keeps the sm90
-// family, 80 the sm80 one), else the first sm80 row; null if none.
-const AttnConfig* config_for(int64_t head_dim, int cc, int arch) {
+// family, 80 the sm80 one), else the first sm80 row; with `varlen`, the first such row that runs
+// variable-length batches; null if none.
+const AttnConfig* config_for(int64_t head_dim, int cc, int arch, bool varlen) {
   const bool hopper = cc == 90 && arch != 80;
   for (int family : {91, 90})
     for (const AttnConfig& c : kConfigs)
-      if (c.d == head_dim && c.arch == family && hopper && !(family == 91 && arch == 90)) return &c;
+      if (c.d == head_dim && c.arch == family && hopper && !(family == 91 && arch == 90) && (c.varlen || !varlen))
+        return &c;
   for (const AttnConfig& c : kConfigs)
-    if (c.d == head_dim && c.arch == 80) return &c;
+    if (c.d == head_dim && c.arch == 80 && (c.varlen || !varlen)) return &c;
   return nullptr;
 }
 
 // The configuration for this call: TESSERA_ATTN_CONFIG (for tuning and tests) must name a config of
-// this head dim; without it, the default for the device. The overrides come from the environment
-// snapshot (core/environment.hpp), read once per process.
-Status requested_config(int64_t head_dim, int cc, const AttnConfig** out) {
+// this head dim (and, for a varlen call, one that runs them); without it, the default for the
+// device. The overrides come from the environment snapshot (core/environment.hpp), read once per
+// process.
+Status requested_config(int64_t head_dim, int cc, bool varlen, const AttnConfig** out) {
   const detail::Environment& env = detail::environment();
   if (!env.attn_error.ok()) return env.attn_error;
-  *out = config_for(head_dim, cc, env.attn_arch);
+  *out = config_for(head_dim, cc, env.attn_arch, varlen);
   if (env.attn_config.empty()) return Status::success();
   for (const AttnConfig& c : kConfigs)
     if (env.attn_config == c.name) {
       if (c.d != head_dim)
         return invalid("TESSERA_ATTN_CONFIG: '" + env.attn_config + "' is for head_dim " + std::to_string(c.d) +
                        ", not " + std::to_string(head_dim));
+      if (varlen && !c.varlen)
+        return fail(TESSERA_STATUS_NOT_SUPPORTED, "TESSERA_ATTN_CONFIG: '" + env.attn_config +
+                                                      "' does not run variable-length batches (attention_varlen)");
       *out = &c;
       return Status::success();
     }
@@ -129,12 +141,12 @@ Status check_operand(const Operand& t, int64_t head_dim) {
   if (!t.ptr) return invalid(n + ": null pointer");
   if (reinterpret_cast<uintptr_t>(t.ptr) % 16 != 0)
     return invalid(n + ": must be 16-byte aligned (the kernels move 8 head-dim elements at a time)");
-  for (int i = 0; i < 3; ++i) {
-    const char* mode[] = {t.outer_name, "sequence", "head"};
-    if (t.stride[i] < 0) return invalid(n + "_stride[" + std::to_string(i) + "] (" + mode[i] + "): must be >= 0");
+  for (int i = t.packed ? 1 : 0; i < 3; ++i) {
+    const char* mode[] = {t.outer_name, t.packed ? "token" : "sequence", "head"};
+    const std::string at = n + "_stride[" + std::to_string(t.packed ? i - 1 : i) + "] (" + mode[i] + ")";
+    if (t.stride[i] < 0) return invalid(at + ": must be >= 0");
     if (t.stride[i] % 8 != 0)
-      return invalid(n + "_stride[" + std::to_string(i) + "] (" + mode[i] +
-                     "): must be a multiple of 8 elements (16 bytes) so head-dim rows stay aligned (got " +
+      return invalid(at + ": must be a multiple of 8 elements (16 bytes) so head-dim rows stay aligned (got " +
                      std::to_string(t.stride[i]) + ")");
   }
   // The largest element offset must fit in 64 bits (int64 indexing in the kernel).
@@ -237,6 +249,9 @@ AttnParams params_of(const AttentionArgs& args) {
   p.seqlen_k = int(args.seqlen_k);
   p.heads_q = int(args.heads_q);
   p.heads_kv = int(args.heads_kv);
+  p.max_seqlen_q = p.seqlen_q;
+  p.lse_stride[0] = args.heads_q * args.seqlen_q;  // [B, Hq, Sq]
+  p.lse_stride[1] = args.seqlen_q;
   for (int i = 0; i < 3; ++i) {
     p.q_stride[i] = args.q_stride[i];
     p.k_stride[i] = args.k_stride[i];
@@ -258,6 +273,45 @@ AttnParams params_of(const AttentionArgs& args) {
     p.softcap_out = args.softcap / p.scale;
   }
   return p;
+}
+
+Status check_prefill_overrides(int64_t head_dim, bool varlen) {
+  const AttnConfig* cfg = nullptr;
+  return requested_config(head_dim, 0, varlen, &cfg);
+}
+
+Status check_device(const detail::DeviceInfo& dev) {
+  if (dev.cc_major >= 8) return Status::success();
+  return fail(TESSERA_STATUS_NOT_SUPPORTED, "attention kernels need an sm_80 or newer GPU; this device is sm_" +
+                                                std::to_string(dev.cc_major * 10 + dev.cc_minor));
+}
+
+Status run_prefill(const detail::DeviceInfo& dev, int64_t head_dim, bool bf16, bool varlen, const AttnParams& p,
+                   int max_sms, void* stream) {
+  const int cc = dev.cc_major * 10 + dev.cc_minor;
+  const AttnConfig* cfg = nullptr;
+  if (Status s = requested_config(head_dim, cc, varlen, &cfg); !s.ok()) return s;
+  if (!cfg)  // validation admits only head dims with a row; a varlen call may still find none
+    return fail(TESSERA_STATUS_NOT_SUPPORTED, "no attention configuration for head_dim " + std::to_string(head_dim) +
+                                                  (varlen ? " runs variable-length batches" : ""));
+  // Operands a TMA descriptor cannot describe (a broadcast stride) go to the cp.async families.
+  if (cfg->arch == 91 && !sm90ws::supports(p)) cfg = config_for(head_dim, cc, 90, varlen);
+  if (cfg->arch >= 90 && cc != 90)
+    return fail(TESSERA_STATUS_NOT_SUPPORTED, std::string(cfg->name) + " is an sm_90a kernel; this device is sm_" +
+                                                  std::to_string(cc));
+  if (cfg->smem_bytes > dev.smem_optin)
+    return fail(TESSERA_STATUS_NOT_SUPPORTED, std::string(cfg->name) + " needs " + std::to_string(cfg->smem_bytes) +
+                                                  " bytes of shared memory; the device allows " +
+                                                  std::to_string(dev.smem_optin));
+  // The causal instantiations are those of a right window of 0 (causal or not: the same mask), which
+  // they run longest query block first.
+  const bool causal = p.window_right == 0;
+  const auto s = static_cast<cudaStream_t>(stream);
+  const cudaError_t e = cfg->arch == 91   ? sm90ws::run(cfg->id, bf16, causal, p, max_sms, s)
+                        : cfg->arch == 90 ? sm90::run(cfg->id, bf16, causal, p, max_sms, s)
+                                          : sm80::run(cfg->id, bf16, causal, p, max_sms, s);
+  if (e != cudaSuccess) return fail(TESSERA_STATUS_CUDA_ERROR, std::string(cfg->name) + ": " + cudaGetErrorString(e));
+  return Status::success();
 }
 
 constexpr size_t kWorkspaceAlign = 256;
@@ -291,15 +345,11 @@ Status attention(const AttentionArgs& args, void* stream, void* workspace, size_
   auto impl = [&]() -> Status {
     if (Status s = attn::validate(args); !s.ok()) return s;
     if (Status s = attn::validate_workspace(workspace, workspace_bytes); !s.ok()) return s;
-    const attn::AttnConfig* cfg = nullptr;  // a bad override is an argument error, GPU or not
-    if (Status s = attn::requested_config(args.head_dim, 0, &cfg); !s.ok()) return s;
+    // A bad override is an argument error, GPU or not.
+    if (Status s = attn::check_prefill_overrides(args.head_dim, false); !s.ok()) return s;
     detail::DeviceInfo dev;
     if (Status s = detail::current_device(&dev); !s.ok()) return s;
-    const int cc = dev.cc_major * 10 + dev.cc_minor;
-    if (Status s = attn::requested_config(args.head_dim, cc, &cfg); !s.ok()) return s;
-    if (dev.cc_major < 8)
-      return detail::fail(TESSERA_STATUS_NOT_SUPPORTED, "attention kernels need an sm_80 or newer GPU; this device is sm_" +
-                                                    std::to_string(cc));
+    if (Status s = attn::check_device(dev); !s.ok()) return s;
     const attn::AttnParams p = attn::params_of(args);
     attn::decode::Plan dp;
     if (attn::decode_plan(args, p, dev, workspace_bytes, &dp)) {
@@ -308,26 +358,7 @@ Status attention(const AttentionArgs& args, void* stream, void* workspace, size_
       if (e != cudaSuccess) return detail::fail(TESSERA_STATUS_CUDA_ERROR, std::string("decode attention: ") + cudaGetErrorString(e));
       return Status::success();
     }
-    // Operands a TMA descriptor cannot describe (a broadcast stride) go to the cp.async families.
-    if (cfg->arch == 91 && !attn::sm90ws::supports(p)) cfg = attn::config_for(args.head_dim, cc, 90);
-    if (cfg->arch >= 90 && cc != 90)
-      return detail::fail(TESSERA_STATUS_NOT_SUPPORTED, std::string(cfg->name) + " is an sm_90a kernel; this device is sm_" +
-                                                    std::to_string(cc));
-    if (cfg->smem_bytes > dev.smem_optin)
-      return detail::fail(TESSERA_STATUS_NOT_SUPPORTED, std::string(cfg->name) + " needs " + std::to_string(cfg->smem_bytes) +
-                                                    " bytes of shared memory; the device allows " +
-                                                    std::to_string(dev.smem_optin));
-    const bool bf16 = args.dtype == DType::BF16;
-    // The causal instantiations are those of a right window of 0 (causal or not: the same mask), which
-    // they run longest query block first.
-    const bool causal = p.window_right == 0;
-    const cudaStream_t st = static_cast<cudaStream_t>(stream);
-    cudaError_t e;
-    if (cfg->arch == 91) e = attn::sm90ws::run(cfg->id, bf16, causal, p, args.max_sms, st);
-    else if (cfg->arch == 90) e = attn::sm90::run(cfg->id, bf16, causal, p, args.max_sms, st);
-    else e = attn::sm80::run(cfg->id, bf16, causal, p, args.max_sms, st);
-    if (e != cudaSuccess) return detail::fail(TESSERA_STATUS_CUDA_ERROR, std::string(cfg->name) + ": " + cudaGetErrorString(e));
-    return Status::success();
+    return attn::run_prefill(dev, args.head_dim, args.dtype == DType::BF16, false, p, args.max_sms, stream);
   };
   return detail::remember(impl());
 }

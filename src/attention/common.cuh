@@ -4,6 +4,8 @@
 
 #include <cute/tensor.hpp>
 
+#include <climits>
+
 #include "attention/params.hpp"
 
 namespace tessera::attn {
@@ -29,9 +31,13 @@ __device__ __forceinline__ float fast_exp2(float x) {
 struct QueryBlock {
   int m_block, head, b, head_kv;
   int row0;  // first query row
+  // The sequence's query rows and keys: the call's seqlen_q / seqlen_k, or with cu_seqlens
+  // (varlen) this sequence's, starting at rows q_start / k_start of the packed tensors (0 otherwise).
+  int seqlen_q, seqlen_k, q_start, k_start;
   // Row r of the block (r = 0 .. BM - 1) sees keys key_lo + r <= j < min(key_hi + r, seqlen_k): its
-  // window (causal: a right side of 0), bottom-right aligned. Both are clamped into [-BM, seqlen_k],
-  // which masks the same keys and keeps every sum with a row or column offset inside an int.
+  // window (causal: a right side of 0), bottom-right aligned to the sequence. Both are clamped into
+  // [-BM, seqlen_k], which masks the same keys and keeps every sum with a row or column offset inside
+  // an int.
   int key_lo, key_hi;
   int n_begin, n_end;        // key blocks (BN keys) to visit, [n_begin, n_end): those some row sees
   int full_begin, full_end;  // blocks in [full_begin, full_end) hold only keys every row sees
@@ -39,7 +45,24 @@ struct QueryBlock {
   __device__ __forceinline__ bool masked(int n) const { return n < full_begin || n >= full_end; }
 };
 
-// Block `block` of the grid's order: (query block, head, batch), query blocks fastest.
+// Sequence b's rows of a packed tensor of `total` rows (varlen): [cu[b], cu[b + 1]) clamped into
+// [0, total], a negative length read as 0. The host cannot check cu_seqlens without a
+// synchronisation; the clamp keeps every read and write inside the tensor whatever they hold.
+__device__ __forceinline__ void sequence_rows(const int* cu, int b, int total, int& start, int& len) {
+  start = min(max(cu[b], 0), total);
+  len = min(max(cu[b + 1], start), total) - start;
+}
+
+// Sequence b's key count: the call's seqlen_k, or read again from cu_seqlens_k (varlen).
+__device__ __forceinline__ int key_count(const AttnParams& p, int b) {
+  int start = 0, len = p.seqlen_k;
+  if (p.cu_seqlens_k) sequence_rows(p.cu_seqlens_k, b, p.seqlen_k, start, len);
+  return len;
+}
+
+// Block `block` of the grid's order: (query block, head, batch), query blocks fastest. A block that
+// starts at or past its sequence's last query row (varlen: the grid covers the longest sequence)
+// has nothing to compute: the kernels return at once when row0 >= seqlen_q.
 template <int BM, int BN, bool Causal>
 __device__ __forceinline__ QueryBlock query_block(const AttnParams& p, int block) {
   QueryBlock q;
@@ -51,23 +74,30 @@ __device__ __forceinline__ QueryBlock query_block(const AttnParams& p, int block
   q.b = bh / p.heads_q;
   q.head_kv = q.head / (p.heads_q / p.heads_kv);
   q.row0 = q.m_block * BM;
+  q.seqlen_q = p.seqlen_q;
+  q.seqlen_k = p.seqlen_k;
+  q.q_start = q.k_start = 0;
+  if (p.cu_seqlens_q) {  // uniform: the same for every CTA of the launch
+    sequence_rows(p.cu_seqlens_q, q.b, p.seqlen_q, q.q_start, q.seqlen_q);
+    sequence_rows(p.cu_seqlens_k, q.b, p.seqlen_k, q.k_start, q.seqlen_k);
+  }
   // The block's last row that exists: rows past seqlen_q are computed but never stored, so they
   // neither widen the visited range nor force a mask.
-  const int last = min(BM, p.seqlen_q - q.row0) - 1;
+  const int last = min(BM, q.seqlen_q - q.row0) - 1;
   // Row 0's bottom-right aligned position among the keys; the window bounds are computed in 64 bits,
   // then clamped.
-  const int64_t i0 = int64_t(q.row0) + p.seqlen_k - p.seqlen_q;
+  const int64_t i0 = int64_t(q.row0) + q.seqlen_k - q.seqlen_q;
   const int right = Causal ? 0 : p.window_right;  // causal wins over (is at most) any right window
-  auto clamp = [&](int64_t x) { return int(max<int64_t>(-BM, min<int64_t>(p.seqlen_k, x))); };
+  auto clamp = [&](int64_t x) { return int(max<int64_t>(-BM, min<int64_t>(q.seqlen_k, x))); };
   q.key_lo = p.window_left < 0 ? -BM : clamp(i0 - p.window_left);
-  q.key_hi = right < 0 ? p.seqlen_k : clamp(i0 + right + 1);
+  q.key_hi = right < 0 ? q.seqlen_k : clamp(i0 + right + 1);
   // The lowest key any row sees is row 0's first, the highest the last row's last; a block needs no
   // mask when the last row's window starts at or before it and row 0's ends at or after it.
-  const int first_key = max(0, q.key_lo), end_key = max(0, min(q.key_hi + last, p.seqlen_k));
+  const int first_key = max(0, q.key_lo), end_key = max(0, min(q.key_hi + last, q.seqlen_k));
   q.n_begin = first_key / BN;
   q.n_end = first_key < end_key ? (end_key + BN - 1) / BN : q.n_begin;
   q.full_begin = (max(0, q.key_lo + last) + BN - 1) / BN;
-  q.full_end = max(0, min(q.key_hi, p.seqlen_k)) / BN;
+  q.full_end = max(0, min(q.key_hi, q.seqlen_k)) / BN;
   return q;
 }
 // The CTA's own block: one CTA per block, launched from block0 on (launch_kernel.cuh).
@@ -97,6 +127,16 @@ __device__ __forceinline__ void mask_block(TS& s, TC const& coords, const QueryB
   }
 }
 
+// mask_block with the bounds of the CTA's QueryBlock derived again (for varlen, from cu_seqlens read
+// again): a varlen sequence's key_lo, key_hi and key count are not constants the compiler can
+// rematerialise, and the kernels at the register limit cannot hold them through the key loop; the
+// masked blocks are few.
+template <int BM, int BN, bool Causal, class TS, class TC>
+__device__ __forceinline__ void mask_keys(TS& s, TC const& coords, const AttnParams& p, int col0) {
+  const QueryBlock q = query_block<BM, BN, Causal>(p);
+  mask_block(s, coords, q, col0, q.seqlen_k);
+}
+
 // Softcap (p.softcap > 0; the caller checks) on S block `s` in place, kept in units of the raw
 // score for the softmax: s -> (softcap / scale) * tanh(s * scale / softcap). tanh on the SFU
 // (tanh.approx.f32, sm_75+; relative error about 2^-16 as measured, 2^-11 as documented) is one
@@ -114,18 +154,40 @@ __device__ __forceinline__ void apply_softcap(TS& s, const AttnParams& p) {
   for (int i = 0; i < size(s); ++i) s(i) = p.softcap_out * tanh_approx(s(i) * p.softcap_in);
 }
 
-// The (batch, head) slices of Q, K, V and O as (seq, D) tensors with unit stride along D.
+// The (sequence, head) slices of Q, K and V as (seq, D) tensors with unit stride along D: the
+// batch's, or a packed sequence's rows (varlen; the batch strides are 0 there).
 template <class Element, int D>
 __device__ __forceinline__ auto head_tensors(const AttnParams& p, const QueryBlock& q) {
-  const Element* q_ptr = static_cast<const Element*>(p.q) + q.b * p.q_stride[0] + q.head * p.q_stride[2];
-  const Element* k_ptr = static_cast<const Element*>(p.k) + q.b * p.k_stride[0] + q.head_kv * p.k_stride[2];
-  const Element* v_ptr = static_cast<const Element*>(p.v) + q.b * p.v_stride[0] + q.head_kv * p.v_stride[2];
-  Element* o_ptr = static_cast<Element*>(p.o) + q.b * p.o_stride[0] + q.head * p.o_stride[2];
+  const int64_t q_rows = int64_t(q.b) * p.q_stride[0] + int64_t(q.q_start) * p.q_stride[1];
+  const int64_t k_rows = int64_t(q.b) * p.k_stride[0] + int64_t(q.k_start) * p.k_stride[1];
+  const int64_t v_rows = int64_t(q.b) * p.v_stride[0] + int64_t(q.k_start) * p.v_stride[1];
+  const Element* q_ptr = static_cast<const Element*>(p.q) + q_rows + q.head * p.q_stride[2];
+  const Element* k_ptr = static_cast<const Element*>(p.k) + k_rows + q.head_kv * p.k_stride[2];
+  const Element* v_ptr = static_cast<const Element*>(p.v) + v_rows + q.head_kv * p.v_stride[2];
   return cute::make_tuple(
-      make_tensor(make_gmem_ptr(q_ptr), make_shape(p.seqlen_q, Int<D>{}), make_stride(p.q_stride[1], _1{})),
-      make_tensor(make_gmem_ptr(k_ptr), make_shape(p.seqlen_k, Int<D>{}), make_stride(p.k_stride[1], _1{})),
-      make_tensor(make_gmem_ptr(v_ptr), make_shape(p.seqlen_k, Int<D>{}), make_stride(p.v_stride[1], _1{})),
-      make_tensor(make_gmem_ptr(o_ptr), make_shape(p.seqlen_q, Int<D>{}), make_stride(p.o_stride[1], _1{})));
+      make_tensor(make_gmem_ptr(q_ptr), make_shape(q.seqlen_q, Int<D>{}), make_stride(p.q_stride[1], _1{})),
+      make_tensor(make_gmem_ptr(k_ptr), make_shape(q.seqlen_k, Int<D>{}), make_stride(p.k_stride[1], _1{})),
+      make_tensor(make_gmem_ptr(v_ptr), make_shape(q.seqlen_k, Int<D>{}), make_stride(p.v_stride[1], _1{})));
+}
+
+// A sequence's query rows in the packed Q, O and LSE: the first (0 without varlen) and how many.
+// The epilogue reads them again instead of holding QueryBlock's copies in registers through the key
+// loop, where the kernels at the register limit have none to spare.
+struct SeqRows {
+  int start, len;
+};
+__device__ __forceinline__ SeqRows query_rows(const AttnParams& p, int b) {
+  SeqRows r{0, p.seqlen_q};
+  if (p.cu_seqlens_q) sequence_rows(p.cu_seqlens_q, b, p.seqlen_q, r.start, r.len);
+  return r;
+}
+
+// The (sequence, head) slice of O, (seq, D) with unit stride along D.
+template <class Element, int D>
+__device__ __forceinline__ auto output_tensor(const AttnParams& p, const QueryBlock& q, const SeqRows& rows) {
+  Element* o_ptr = static_cast<Element*>(p.o) + int64_t(q.b) * p.o_stride[0] + int64_t(rows.start) * p.o_stride[1] +
+                   q.head * p.o_stride[2];
+  return make_tensor(make_gmem_ptr(o_ptr), make_shape(rows.len, Int<D>{}), make_stride(p.o_stride[1], _1{}));
 }
 
 // gmem -> smem copy of a (CPY, CPY_ROWS, CPY_D) partition, rows at or past `rows` zero-filled
@@ -139,6 +201,12 @@ __device__ __forceinline__ void copy_rows(TiledCopy const& g2s, TS const& src, T
     for (int j = 0; j < size<2>(dst); ++j) copy(g2s.with(in), src(_, i, j), dst(_, i, j));
   }
 }
+
+// copy_rows' bound for a key block that lies inside the sequence. Of the key blocks a CTA visits only
+// the last one (the first visited) can reach past the sequence's end, and that one is masked
+// (QueryBlock::full_end <= seqlen_k / BN): the kernels bound it by the key count and every other
+// block by kAllRows, so that no key count is held in a register through the loop.
+constexpr int kAllRows = INT_MAX;
 
 // Per-thread state of the online softmax for the kRows query rows a thread holds (a row's values
 // are spread over the 4 threads of a quad).
@@ -197,7 +265,8 @@ struct OnlineSoftmax {
 
   // O /= row sum (0 for a row without a visible key) and the LSE of each row to gmem.
   template <class TO, class TC>
-  __device__ void finish(TO& o_rc, TC const& coords, const QueryBlock& q, const AttnParams& p) const {
+  __device__ void finish(TO& o_rc, TC const& coords, const QueryBlock& q, const AttnParams& p,
+                         const SeqRows& rows) const {
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       const float sum = quad_sum(row_sum[r]);
@@ -205,9 +274,9 @@ struct OnlineSoftmax {
       CUTE_UNROLL
       for (int c = 0; c < size<1>(o_rc); ++c) o_rc(r, c) *= inv;
       const int row = q.row0 + get<0>(coords(r, 0));
-      if (p.lse && (threadIdx.x % 4) == 0 && row < p.seqlen_q) {
+      if (p.lse && (threadIdx.x % 4) == 0 && row < rows.len) {
         const float lse = sum > 0.0f ? (row_max[r] * p.scale_log2 + __log2f(sum)) * 0.69314718055994530942f : -INFINITY;
-        p.lse[(int64_t(q.b) * p.heads_q + q.head) * p.seqlen_q + row] = lse;
+        p.lse[int64_t(q.b) * p.lse_stride[0] + int64_t(q.head) * p.lse_stride[1] + rows.start + row] = lse;
       }
     }
   }

@@ -9,12 +9,20 @@ struct AttnParams {
   const void* k = nullptr;
   const void* v = nullptr;
   void* o = nullptr;
-  float* lse = nullptr;  // [B, Hq, Sq] fp32, or null
+  float* lse = nullptr;  // fp32, or null: row i of (batch b, head h) at b * lse_stride[0] + h * lse_stride[1] + i
   int batch = 0, seqlen_q = 0, seqlen_k = 0, heads_q = 0, heads_kv = 0;
   int64_t q_stride[3] = {0, 0, 0};  // (batch, seq, head)
   int64_t k_stride[3] = {0, 0, 0};
   int64_t v_stride[3] = {0, 0, 0};
   int64_t o_stride[3] = {0, 0, 0};
+  int64_t lse_stride[2] = {0, 0};  // (batch, head); rows contiguous. [B, Hq, Sq]: {Hq * Sq, Sq}
+  // Variable-length batches (attention_varlen; null for every other call): sequence b owns the rows
+  // [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of the packed Q, O and LSE (seqlen_q rows in all) and
+  // [cu_seqlens_k[b], cu_seqlens_k[b + 1]) of K and V (seqlen_k); the batch strides are 0. The
+  // prefill kernels read them per CTA (common.cuh: query_block), clamped into the packed tensors.
+  const int* cu_seqlens_q = nullptr;
+  const int* cu_seqlens_k = nullptr;
+  int max_seqlen_q = 0;  // varlen: the longest query sequence the grid covers (seqlen_q otherwise)
   float scale = 1.0f;        // softmax scale
   float scale_log2 = 1.0f;   // scale * log2(e): softmax in exp2
   // Local attention: query i sees keys i' - window_left <= j <= i' + window_right, i' = i + seqlen_k -

@@ -12,12 +12,15 @@ namespace tessera::attn {
 Status validate(const AttentionArgs& args);
 
 // One [outer, seq, heads, head_dim] operand: strides (outer, seq, head) in elements, head dim contiguous.
+// packed (varlen): one [seq, heads, head_dim] tensor of packed sequences, outer = 1 and stride[0] = 0;
+// the caller's strides are (token, head), stride[1] and stride[2] here, and the messages name them so.
 struct Operand {
   const char* name;
   const void* ptr;
   const int64_t* stride;
   int64_t outer, seq, heads;
   const char* outer_name = "batch";
+  bool packed = false;
 };
 // Non-null, 16-byte aligned, strides >= 0 and multiples of 8 elements, offsets within 2^62.
 Status check_operand(const Operand& t, int64_t head_dim);

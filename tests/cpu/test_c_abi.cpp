@@ -201,6 +201,29 @@ tessera_attention_args_t attention_args(const Buffers& buf) {
   return tessera::to_c(a);
 }
 
+// One sequence of 64 query rows and keys. On a GPU the cu_seqlens hold -1 (set here), which the
+// kernels read as empty sequences: the call runs and writes nothing.
+tessera_varlen_args_t varlen_args(const Buffers& buf) {
+  tessera::VarlenArgs a;
+  a.q = buf.at(0);
+  a.k = buf.at(1 << 20);
+  a.v = buf.at(2 << 20);
+  a.o = buf.at(3 << 20);
+  auto* cu = static_cast<int32_t*>(buf.at((3 << 20) + (512 << 10)));  // past O's 8 KiB
+  if (buf.gpu()) {
+    EXPECT_EQ(cudaMemset(cu, 0xFF, 8), cudaSuccess);
+  }
+  a.cu_seqlens_q = a.cu_seqlens_k = cu;
+  a.dtype = tessera::DType::BF16;
+  a.batch = a.heads_q = a.heads_kv = 1;
+  a.total_q = a.total_k = a.max_seqlen_q = a.max_seqlen_k = a.head_dim = 64;
+  tessera::packed_strides(1, 64, a.q_stride);
+  tessera::packed_strides(1, 64, a.k_stride);
+  tessera::packed_strides(1, 64, a.v_stride);
+  tessera::packed_strides(1, 64, a.o_stride);
+  return tessera::to_c(a);
+}
+
 struct Sweep {
   tessera_status_t expected;  // the status without failures
   int failing_runs;           // runs in which an allocation failed
@@ -274,6 +297,9 @@ TEST(CAbiAllocationFailure, EveryStatusEntry) {
   const tessera_attention_args_t at = attention_args(buf);
   tessera_attention_args_t at_bad = at;
   at_bad.head_dim = 100;
+  const tessera_varlen_args_t vl = varlen_args(buf);
+  tessera_varlen_args_t vl_bad = vl;
+  vl_bad.heads_kv = 3;
   void* ws = buf.at(3 << 20);
   size_t bytes = 0;
   const char* name = nullptr;
@@ -300,6 +326,13 @@ TEST(CAbiAllocationFailure, EveryStatusEntry) {
        false},
       {"tessera_attention(null args)", [&] { return tessera_attention(nullptr, nullptr); }, false},
       {"tessera_attention(head_dim 100)", [&] { return tessera_attention(&at_bad, nullptr); }, false},
+      {"tessera_attention_varlen", [&] { return tessera_attention_varlen(&vl, nullptr, 0, nullptr); }, true},
+      {"tessera_attention_varlen(null args)", [&] { return tessera_attention_varlen(nullptr, nullptr, 0, nullptr); },
+       false},
+      {"tessera_attention_varlen(heads_kv 3)", [&] { return tessera_attention_varlen(&vl_bad, nullptr, 0, nullptr); },
+       false},
+      {"tessera_attention_varlen_workspace_size(heads_kv 3)",
+       [&] { return tessera_attention_varlen_workspace_size(&vl_bad, &bytes); }, false},
   };
   for (const Entry& e : entries) {
     const Sweep r = sweep_allocation_failures(e.what, e.call);

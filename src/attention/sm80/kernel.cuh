@@ -91,13 +91,12 @@ __global__ void __launch_bounds__(T::kThreads) attention_kernel(AttnParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
   const int tid = threadIdx.x;
   const QueryBlock qb = query_block<BM, BN, T::Causal>(p);
+  if (qb.row0 >= qb.seqlen_q) return;  // varlen: past this sequence's last query row
   auto heads = head_tensors<Element, D>(p, qb);
   Tensor mQ = get<0>(heads);  // (seq, D)
   Tensor mK = get<1>(heads);
   Tensor mV = get<2>(heads);
-  Tensor mO = get<3>(heads);
   Tensor gQ = local_tile(mQ, Shape<Int<BM>, Int<D>>{}, make_coord(qb.m_block, 0));  // (BM,D)
-  Tensor gO = local_tile(mO, Shape<Int<BM>, Int<D>>{}, make_coord(qb.m_block, 0));  // (BM,D)
   Tensor cQ = local_tile(make_identity_tensor(shape(mQ)), Shape<Int<BM>, Int<D>>{}, make_coord(qb.m_block, 0));  // -> (s,d)
   Tensor gK = local_tile(mK, Shape<Int<BN>, Int<D>>{}, make_coord(_, 0));        // (BN,D,n_blocks)
   Tensor gV = local_tile(mV, Shape<Int<BN>, Int<D>>{}, make_coord(_, 0));        // (BN,D,n_blocks)
@@ -150,8 +149,8 @@ __global__ void __launch_bounds__(T::kThreads) attention_kernel(AttnParams p) {
 
   if (qb.n_end > qb.n_begin) {
     int n_block = qb.n_end - 1;
-    copy_rows(g2s, tQgQ, tQsQ, tQcQ, p.seqlen_q);
-    copy_rows(g2s, tKgK(_, _, _, n_block), tKsK, tKcK(_, _, _, n_block), p.seqlen_k);
+    copy_rows(g2s, tQgQ, tQsQ, tQcQ, qb.seqlen_q);
+    copy_rows(g2s, tKgK(_, _, _, n_block), tKsK, tKcK(_, _, _, n_block), qb.seqlen_k);
     cp_async_fence();
 
     for (; n_block >= qb.n_begin; --n_block) {
@@ -159,7 +158,10 @@ __global__ void __launch_bounds__(T::kThreads) attention_kernel(AttnParams p) {
       clear(acc_s);
       cp_async_wait<0>();
       __syncthreads();  // K(n) (and Q) landed; every thread is done reading V(n+1)
-      copy_rows(g2s, tVgV(_, _, _, n_block), tVsV, tKcK(_, _, _, n_block), p.seqlen_k);
+      // The first block visited may reach past the sequence's end (copy_rows); it is masked, and a
+      // masked block reads the key count again rather than hold it in a register through the loop.
+      copy_rows(g2s, tVgV(_, _, _, n_block), tVsV, tKcK(_, _, _, n_block),
+                qb.masked(n_block) ? key_count(p, qb.b) : kAllRows);
       cp_async_fence();
 
       // S = Q K^T, one k-block (16 of D) at a time.
@@ -184,14 +186,14 @@ __global__ void __launch_bounds__(T::kThreads) attention_kernel(AttnParams p) {
       cp_async_wait<0>();
       __syncthreads();  // V(n) landed; every thread is done reading K(n)
       if (n_block > qb.n_begin) {
-        copy_rows(g2s, tKgK(_, _, _, n_block - 1), tKsK, tKcK(_, _, _, n_block - 1), p.seqlen_k);
+        copy_rows(g2s, tKgK(_, _, _, n_block - 1), tKsK, tKcK(_, _, _, n_block - 1), kAllRows);
         cp_async_fence();
       }
 
       // Softcap, masks (keys past the sequence end or outside a row's window) and the online softmax.
       Tensor s = make_tensor(acc_s.data(), rowcol(acc_s.layout()));  // (rows, cols)
       if (p.softcap > 0.0f) apply_softcap(s, p);
-      if (qb.masked(n_block)) mask_block(s, tScS_rc, qb, n_block * BN, p.seqlen_k);
+      if (qb.masked(n_block)) mask_keys<BM, BN, T::Causal>(s, tScS_rc, p, n_block * BN);
       if (softmax.update(s, p)) {
         Tensor o_rc = make_tensor(acc_o.data(), rowcol(acc_o.layout()));
         softmax.rescale(o_rc);
@@ -216,10 +218,12 @@ __global__ void __launch_bounds__(T::kThreads) attention_kernel(AttnParams p) {
   // ---- epilogue: normalise, LSE, O -> smem (Q's buffer) -> gmem ----
   Tensor o_rc = make_tensor(acc_o.data(), rowcol(acc_o.layout()));
   Tensor tOcO = thr_mma.partition_C(make_identity_tensor(Shape<Int<BM>, Int<D>>{}));
-  softmax.finish(o_rc, make_tensor(tOcO.data(), rowcol(tOcO.layout())), qb, p);
+  const SeqRows rows = query_rows(p, qb.b);
+  softmax.finish(o_rc, make_tensor(tOcO.data(), rowcol(tOcO.layout())), qb, p, rows);
   __syncthreads();  // every warp is done with sQ (its last S) before O overwrites it
   Tensor sO = make_tensor(sQ.data(), typename T::SmemLayoutQ{});  // (BM,D)
-  store_o<typename T::GmemCopyOut>(acc_o, mma, sO, gO, cQ, p.seqlen_q);
+  Tensor gO = local_tile(output_tensor<Element, D>(p, qb, rows), Shape<Int<BM>, Int<D>>{}, make_coord(qb.m_block, 0));
+  store_o<typename T::GmemCopyOut>(acc_o, mma, sO, gO, cQ, rows.len);
 }
 
 }  // namespace tessera::attn::sm80

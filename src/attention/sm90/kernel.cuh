@@ -97,13 +97,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p)
   extern __shared__ __align__(1024) unsigned char smem[];  // 128B swizzle atoms repeat every 1 KB
   const int tid = threadIdx.x;
   const QueryBlock qb = query_block<BM, BN, T::Causal>(p);
+  if (qb.row0 >= qb.seqlen_q) return;  // varlen: past this sequence's last query row
   auto heads = head_tensors<Element, D>(p, qb);
   Tensor mQ = get<0>(heads);  // (seq, D)
   Tensor mK = get<1>(heads);
   Tensor mV = get<2>(heads);
-  Tensor mO = get<3>(heads);
   Tensor gQ = local_tile(mQ, Shape<Int<BM>, Int<D>>{}, make_coord(qb.m_block, 0));  // (BM,D)
-  Tensor gO = local_tile(mO, Shape<Int<BM>, Int<D>>{}, make_coord(qb.m_block, 0));  // (BM,D)
   Tensor cQ = local_tile(make_identity_tensor(shape(mQ)), Shape<Int<BM>, Int<D>>{}, make_coord(qb.m_block, 0));
   Tensor gK = local_tile(mK, Shape<Int<BN>, Int<D>>{}, make_coord(_, 0));  // (BN,D,n_blocks)
   Tensor gV = local_tile(mV, Shape<Int<BN>, Int<D>>{}, make_coord(_, 0));  // (BN,D,n_blocks)
@@ -127,9 +126,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p)
   Tensor tVsV = thr_g2s.partition_D(sV);
   Tensor tKcK = thr_g2s.partition_S(cK);  // (CPY,CPY_N,CPY_D,n_blocks) -> (s,d)
 
-  auto load_kv = [&](int n, int stage) {
-    copy_rows(g2s, tKgK(_, _, _, n), tKsK(_, _, _, stage), tKcK(_, _, _, n), p.seqlen_k);
-    copy_rows(g2s, tVgV(_, _, _, n), tVsV(_, _, _, stage), tKcK(_, _, _, n), p.seqlen_k);
+  // K and V of block n into `stage`, rows at or past `rows` zero-filled: the key count for the first
+  // block visited, kAllRows for the others (copy_rows).
+  auto load_kv = [&](int n, int stage, int rows) {
+    copy_rows(g2s, tKgK(_, _, _, n), tKsK(_, _, _, stage), tKcK(_, _, _, n), rows);
+    copy_rows(g2s, tVgV(_, _, _, n), tVsV(_, _, _, stage), tKcK(_, _, _, n), rows);
     cp_async_fence();
   };
 
@@ -156,7 +157,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p)
   auto softmax_block = [&](auto& acc_s, int n_block) {
     Tensor s = make_tensor(acc_s.data(), rowcol(acc_s.layout()));  // (rows, cols)
     if (p.softcap > 0.0f) apply_softcap(s, p);
-    if (qb.masked(n_block)) mask_block(s, tScS_rc, qb, n_block * BN, p.seqlen_k);
+    if (qb.masked(n_block)) mask_keys<BM, BN, T::Causal>(s, tScS_rc, p, n_block * BN);
     return softmax.update(s, p);
   };
   auto rescale_o = [&]() {
@@ -199,11 +200,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p)
   Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));  // ((2,2,2),1,BN/16): the A operand of P V
   const int n_first = qb.n_begin, n_last = qb.n_end - 1;
   if (n_last >= n_first && !T::kOverlap) {
-    copy_rows(g2s, tQgQ, tQsQ, tQcQ, p.seqlen_q);
-    load_kv(n_last, n_last & 1);
+    copy_rows(g2s, tQgQ, tQsQ, tQcQ, qb.seqlen_q);
+    load_kv(n_last, n_last & 1, qb.seqlen_k);
     for (int n_block = n_last; n_block >= n_first; --n_block) {
       wait_copies();  // K(n), V(n) (and Q) landed; every warpgroup is done with block n+1's stage
-      if (n_block > n_first) load_kv(n_block - 1, (n_block - 1) & 1);
+      if (n_block > n_first) load_kv(n_block - 1, (n_block - 1) & 1, kAllRows);
       Tensor acc_s = partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{});  // ((2,2,BN/8),1,1) fp32
       issue_s(acc_s, n_block & 1);
       warpgroup_wait<0>();
@@ -217,11 +218,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p)
     }
   }
   if (n_last >= n_first && T::kOverlap) {
-    copy_rows(g2s, tQgQ, tQsQ, tQcQ, p.seqlen_q);
-    load_kv(n_last, n_last & 1);
+    copy_rows(g2s, tQgQ, tQsQ, tQcQ, qb.seqlen_q);
+    load_kv(n_last, n_last & 1, qb.seqlen_k);
     wait_copies();
     if (n_last > n_first) {
-      copy_rows(g2s, tKgK(_, _, _, n_last - 1), tKsK(_, _, _, (n_last - 1) & 1), tKcK(_, _, _, n_last - 1), p.seqlen_k);
+      copy_rows(g2s, tKgK(_, _, _, n_last - 1), tKsK(_, _, _, (n_last - 1) & 1), tKcK(_, _, _, n_last - 1), kAllRows);
       cp_async_fence();
     }
     {
@@ -236,8 +237,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p)
     for (int n_block = n_last - 1; n_block >= n_first; --n_block) {
       wait_copies();  // K(n) and V(n+1) landed; every warpgroup is done with the stages refilled next
       if (n_block > n_first)
-        copy_rows(g2s, tKgK(_, _, _, n_block - 1), tKsK(_, _, _, (n_block - 1) & 1), tKcK(_, _, _, n_block - 1), p.seqlen_k);
-      copy_rows(g2s, tVgV(_, _, _, n_block), tVsV(_, _, _, n_block & 1), tKcK(_, _, _, n_block), p.seqlen_k);
+        copy_rows(g2s, tKgK(_, _, _, n_block - 1), tKsK(_, _, _, (n_block - 1) & 1), tKcK(_, _, _, n_block - 1), kAllRows);
+      copy_rows(g2s, tVgV(_, _, _, n_block), tVsV(_, _, _, n_block & 1), tKcK(_, _, _, n_block), kAllRows);
       cp_async_fence();
 
       Tensor acc_s = partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{});
@@ -262,10 +263,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p)
   // ---- epilogue: normalise, LSE, O -> smem (Q's buffer) -> gmem ----
   Tensor o_rc = make_tensor(acc_o.data(), rowcol(acc_o.layout()));
   Tensor tOcO = thr_o.partition_C(make_identity_tensor(Shape<Int<BM>, Int<D>>{}));
-  softmax.finish(o_rc, make_tensor(tOcO.data(), rowcol(tOcO.layout())), qb, p);
+  const SeqRows rows = query_rows(p, qb.b);
+  softmax.finish(o_rc, make_tensor(tOcO.data(), rowcol(tOcO.layout())), qb, p, rows);
   __syncthreads();  // every warpgroup's last S = Q K^T has read sQ before O overwrites it
   Tensor sO = make_tensor(sQ.data(), typename T::SmemLayoutQ{});  // (BM,D)
-  store_o<typename T::GmemCopyOut>(acc_o, mma_o, sO, gO, cQ, p.seqlen_q);
+  Tensor gO = local_tile(output_tensor<Element, D>(p, qb, rows), Shape<Int<BM>, Int<D>>{}, make_coord(qb.m_block, 0));
+  store_o<typename T::GmemCopyOut>(acc_o, mma_o, sO, gO, cQ, rows.len);
 #endif
 }
 

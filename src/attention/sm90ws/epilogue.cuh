@@ -25,7 +25,8 @@ __device__ __forceinline__ void store(typename T::SharedStorage& smem, const Att
   auto thr_o = mma_o.get_thread_slice(ctid);
   Tensor o_rc = make_tensor(acc_o.data(), rowcol(acc_o.layout()));
   Tensor tOcO = thr_o.partition_C(make_identity_tensor(Shape<Int<BM>, Int<D>>{}));
-  softmax.finish(o_rc, make_tensor(tOcO.data(), rowcol(tOcO.layout())), qb, p);
+  const SeqRows rows = query_rows(p, qb.b);
+  softmax.finish(o_rc, make_tensor(tOcO.data(), rowcol(tOcO.layout())), qb, p, rows);
 
   // Registers -> smem in the accumulator's layout: each thread writes only its warpgroup's rows,
   // once the warpgroup has read out the previous block's.
@@ -41,8 +42,7 @@ __device__ __forceinline__ void store(typename T::SharedStorage& smem, const Att
   // smem -> gmem: the warpgroup's (64, D) rows, 8 elements per thread and copy, 4 threads per row
   // segment of 32 (D = 96 is three of them).
   const int m0 = qb.row0 + 64 * wg;  // this warpgroup's first query row
-  auto heads = head_tensors<Element, D>(p, qb);
-  Tensor mO = get<3>(heads);                                                                     // (seq,D)
+  Tensor mO = output_tensor<Element, D>(p, qb, rows);                                           // (seq,D)
   Tensor gO = local_tile(mO, Shape<_64, Int<D>>{}, make_coord(qb.m_block * (BM / 64) + wg, 0));   // (64,D)
   Tensor sOw = local_tile(sO, Shape<_64, Int<D>>{}, make_coord(wg, 0));                           // (64,D)
   Tensor cO = local_tile(make_identity_tensor(Shape<_64, Int<D>>{}), Shape<_64, Int<D>>{}, make_coord(0, 0));
@@ -54,7 +54,7 @@ __device__ __forceinline__ void store(typename T::SharedStorage& smem, const Att
   Tensor tOcOw = thr.partition_D(cO);
   CUTE_UNROLL
   for (int i = 0; i < size<1>(tOsO); ++i) {
-    if (m0 + get<0>(tOcOw(0, i, 0)) < p.seqlen_q) {
+    if (m0 + get<0>(tOcOw(0, i, 0)) < rows.len) {
       CUTE_UNROLL
       for (int j = 0; j < size<2>(tOsO); ++j) copy(Store{}, tOsO(_, i, j), tOgO(_, i, j));
     }

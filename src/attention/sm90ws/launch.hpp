@@ -31,7 +31,8 @@ cudaError_t launch(const AttnParams& p, int max_sms, cudaStream_t stream);
 cudaError_t run(int cfg, bool bf16, bool causal, const AttnParams& p, int max_sms, cudaStream_t stream);
 
 // Whether the TMA descriptors can describe these operands: every stride of a mode longer than one is
-// positive and under 2^36 elements (TMA takes no broadcast; the cp.async families do).
+// positive and under 2^36 elements (TMA takes no broadcast; the cp.async families do), and no
+// cu_seqlens (variable-length batches run the cp.async families).
 bool supports(const AttnParams& p);
 
 }  // namespace tessera::attn::sm90ws

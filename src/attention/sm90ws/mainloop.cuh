@@ -136,7 +136,7 @@ __device__ __forceinline__ void mma(typename T::SharedStorage& smem, const AttnP
   auto softmax_block = [&](auto& acc_s, int n) {
     Tensor s = make_tensor(acc_s.data(), rowcol(acc_s.layout()));  // (rows, cols)
     if (p.softcap > 0.0f) apply_softcap(s, p);
-    if (qb.masked(n)) mask_block(s, tScS_rc, qb, n * BN, p.seqlen_k);
+    if (qb.masked(n)) mask_block(s, tScS_rc, qb, n * BN, qb.seqlen_k);
     return softmax.update(s, p);
   };
   auto to_p = [&](auto const& acc_s) {
