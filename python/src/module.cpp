@@ -28,6 +28,7 @@ using namespace nb::literals;
 namespace tessera_python {
 void bind_eager(nb::module_& m);    // eager.cpp: the tensor entries
 void bind_kvcache(nb::module_& m);  // kvcache.cpp: attention_with_kvcache
+void bind_varlen(nb::module_& m);   // varlen.cpp: attention_varlen
 
 // Raises the Python exception for a failed status (with the GIL held).
 void check(const tessera::Status& s) {
@@ -135,6 +136,7 @@ NB_MODULE(_C, m) {
         "memoized launch plans; for tests and tools.");
   tessera_python::bind_eager(m);
   tessera_python::bind_kvcache(m);
+  tessera_python::bind_varlen(m);
   m.def(
       "status_string", [](int code) { return std::string(tessera_status_string(tessera_status_t(code))); },
       "code"_a, "A short name for a status code (e.g. 1 -> 'invalid argument').");

@@ -3,8 +3,9 @@
 Without PyTorch the package still imports: ``configs()``, ``status_string()``, ``__version__`` and the
 low-level binding ``tessera._C`` (device pointers, sizes and streams as plain integers) work.
 With PyTorch (>= 2.4) installed, ``import tessera`` also registers the custom ops
-``torch.ops.tessera.matmul`` / ``matmul_out`` / ``attention`` / ``attention_with_kvcache`` and
-``tessera.matmul`` / ``tessera.attention`` / ``tessera.attention_with_kvcache`` call them.
+``torch.ops.tessera.matmul`` / ``matmul_out`` / ``attention`` / ``attention_with_kvcache`` /
+``attention_varlen`` and ``tessera.matmul`` / ``tessera.attention`` / ``tessera.attention_with_kvcache`` /
+``tessera.attention_varlen`` call them.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ def status_string(code: int) -> str:
 try:  # The PyTorch layer is optional: guarded, so the package imports where torch is missing.
     from ._torch import attention, clear_workspace_cache, matmul  # noqa: F401  (registers torch.ops.tessera.*)
     from ._kvcache import attention_with_kvcache  # noqa: F401
+    from ._varlen import attention_varlen  # noqa: F401
 
     _torch_import_error = None
 except ImportError as _e:  # torch missing (or too old): keep the CPU-side API usable
@@ -52,6 +54,10 @@ except ImportError as _e:  # torch missing (or too old): keep the CPU-side API u
         """Attention against a KV cache (needs PyTorch >= 2.4; see tessera._kvcache)."""
         raise ImportError(f"tessera.attention_with_kvcache needs PyTorch >= 2.4: {_torch_import_error}")
 
+    def attention_varlen(*args, **kwargs):  # type: ignore[no-redef]
+        """Attention over packed variable-length sequences (needs PyTorch >= 2.4; see tessera._varlen)."""
+        raise ImportError(f"tessera.attention_varlen needs PyTorch >= 2.4: {_torch_import_error}")
+
     def clear_workspace_cache() -> None:  # type: ignore[no-redef]
         """Nothing is cached without PyTorch."""
 
@@ -65,6 +71,7 @@ def reread_environment() -> None:
 __all__ = [
     "__version__",
     "attention",
+    "attention_varlen",
     "attention_with_kvcache",
     "clear_workspace_cache",
     "configs",
