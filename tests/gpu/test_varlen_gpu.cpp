@@ -538,6 +538,9 @@ TEST_F(AttnVarlen, EqualLengthsMatchFixedLengthBitwise) {
   for (int64_t d : {64, 128})
     for (const std::string& cfg : configs_for(d))
       for (bool causal : {false, true}) {
+        // On cc 9.0 the default dispatch runs a fixed-length call on the sm90ws family, which takes no
+        // varlen call: the two are not the same kernel there, so only the named rows compare bitwise.
+        if (cfg.empty() && device_cc() == 90) continue;
         SCOPED_TRACE("d" + std::to_string(d) + " " + (cfg.empty() ? "default" : cfg) + (causal ? " causal" : ""));
         const uint64_t s = seed();
         tt::DeviceBuffer q, k, v, o1, o2, l1, l2, cu;
