@@ -25,6 +25,7 @@
 
 #include "attention/common.cuh"
 #include "attention/params.hpp"
+#include "attention/wgmma_fragments.cuh"
 
 namespace tessera::attn::sm90 {
 
@@ -71,23 +72,6 @@ struct Traits {
   static constexpr int kSmemBytes = (kQElems + 2 * kKVElems) * int(sizeof(Element));
   static_assert(BM % 64 == 0 && BN % 16 == 0 && BN <= 256 && D <= 256, "tile vs WGMMA");
 };
-
-// WGMMA accumulator fragment ((2 cols, 2 rows, N/8), MMA_M, MMA_N) viewed as (rows, cols): a
-// thread's values of one query row sit in one row of the view.
-template <class Layout>
-CUTE_HOST_DEVICE constexpr auto rowcol(Layout l) {
-  static_assert(rank_v<decltype(get<0>(l))> == 3, "WGMMA accumulator layout");
-  return make_layout(make_layout(get<0, 1>(l), get<1>(l)), make_layout(get<0, 0>(l), get<0, 2>(l), get<2>(l)));
-}
-
-// The same fragment re-read as the register A operand of a k16 WGMMA, ((2,2,2), MMA_M, N/16):
-// two adjacent n8 column groups of the accumulator hold exactly one k16 A fragment, in A's order.
-template <class Layout>
-CUTE_HOST_DEVICE constexpr auto acc_as_a(Layout l) {
-  auto v = logical_divide(get<0>(l), Shape<Underscore, Underscore, _2>{});  // (2, 2, (2, N/16))
-  return make_layout(make_layout(get<0>(v), get<1>(v), get<2, 0>(v)), get<1>(l),
-                     coalesce(make_layout(get<2, 1>(v), get<2>(l))));
-}
 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(AttnParams p) {

@@ -8,7 +8,7 @@
 #include <cutlass/arch/barrier.h>
 
 #include "attention/common.cuh"
-#include "attention/sm90ws/fragments.cuh"
+#include "attention/wgmma_fragments.cuh"
 #include "attention/sm90ws/mainloop.cuh"
 #include "attention/sm90ws/traits.cuh"
 

@@ -15,7 +15,7 @@
 #include <cutlass/arch/barrier.h>
 
 #include "attention/common.cuh"
-#include "attention/sm90ws/fragments.cuh"
+#include "attention/wgmma_fragments.cuh"
 #include "attention/sm90ws/pipeline.cuh"
 #include "attention/sm90ws/traits.cuh"
 

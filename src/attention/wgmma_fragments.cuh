@@ -1,9 +1,9 @@
-// Views of a WGMMA accumulator fragment that the softmax and the P V GEMM need.
+// Views of a WGMMA accumulator fragment that the softmax and the P V GEMM need (both Hopper families).
 #pragma once
 
 #include <cute/tensor.hpp>
 
-namespace tessera::attn::sm90ws {
+namespace tessera::attn {
 
 using namespace cute;
 
@@ -24,4 +24,4 @@ CUTE_HOST_DEVICE constexpr auto acc_as_a(Layout l) {
                      coalesce(make_layout(get<2, 1>(v), get<2>(l))));
 }
 
-}  // namespace tessera::attn::sm90ws
+}  // namespace tessera::attn
