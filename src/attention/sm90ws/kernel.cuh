@@ -1,6 +1,6 @@
 // Attention forward on Hopper, warp-specialised (FlashAttention-3's structure, our code on CuTe).
 // A CTA computes O for blocks of BM query rows of one (batch, query head) each: its own block, or,
-// with one CTA per SM, several (launch.cuh: Walk). The kernel only orchestrates:
+// with one CTA per SM, several (launch.hpp: Walk). The kernel only orchestrates:
 //   warpgroup 0, the producer: gives up registers (setmaxnreg) and one thread streams Q, K and V by
 //     TMA through mbarrier rings (mainloop.cuh: load);
 //   warpgroups 1.., the consumers (64 query rows each): take the registers, run the GEMMs and the
@@ -16,6 +16,7 @@
 
 #include "attention/common.cuh"
 #include "attention/sm90ws/epilogue.cuh"
+#include "attention/sm90ws/launch.hpp"
 #include "attention/sm90ws/mainloop.cuh"
 #include "attention/sm90ws/traits.cuh"
 
@@ -30,11 +31,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(const __grid_
   const int warp_group = int(threadIdx.x) / 128;
   // The blocks this CTA walks, [first, end) by stride, in the grid's order (blocks that share K and V
   // side by side, for L2; causal, the longest first): its own block, every gridDim.x-th block, or
-  // its share of consecutive blocks (launch.cuh: Walk).
+  // its share of consecutive blocks (launch.hpp: Walk).
   const int blocks = p.m_blocks * p.heads_q * p.batch, cta = int(blockIdx.x), ctas = int(gridDim.x);
   int first = p.block0 + cta, end = first + 1, stride = 1;
-  if (kp.walk == 1) end = blocks, stride = ctas;
-  if (kp.walk == 2) first = int(int64_t(blocks) * cta / ctas), end = int(int64_t(blocks) * (cta + 1) / ctas);
+  if (kp.walk == kStrided) end = blocks, stride = ctas;
+  if (kp.walk == kChunk) first = int(int64_t(blocks) * cta / ctas), end = int(int64_t(blocks) * (cta + 1) / ctas);
   auto block_at = [&](int block) { return query_block<T::BM, T::BN, T::Causal>(p, block); };
 
   if (threadIdx.x == 0) {
@@ -54,7 +55,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(const __grid_
   __syncthreads();
 
   PipeState<T::Stages> st;  // the K/V rings, carried from block to block by both roles
-  uint32_t q_phase = 0;     // Q's barriers flip once per block that has keys
+  uint32_t q_phase = 0;     // Q's barriers flip once per block
   if (warp_group == 0) {
     cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
     if (threadIdx.x < 32 && cute::elect_one_sync()) {

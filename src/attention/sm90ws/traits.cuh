@@ -95,7 +95,7 @@ struct KernelParams {
   typename T::TmaQ tma_q;
   typename T::TmaK tma_k;
   typename T::TmaV tma_v;
-  int walk = 0;  // how CTAs take blocks (launch.cuh: Walk)
+  int walk = 0;  // how CTAs take blocks (launch.hpp: Walk)
 };
 
 }  // namespace tessera::attn::sm90ws
