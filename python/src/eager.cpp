@@ -12,14 +12,13 @@
 #include <cstdint>
 #include <string>
 
+#include "binding.hpp"
 #include "tessera/tessera.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace tessera_python {
-
-void check(const tessera::Status& s);  // module.cpp: raises the status' Python exception
 
 namespace {
 

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 
+#include "binding.hpp"
 #include "tessera/tessera.hpp"
 
 namespace nb = nanobind;
@@ -13,16 +14,9 @@ using namespace nb::literals;
 
 namespace tessera_python {
 
-void check(const tessera::Status& s);  // module.cpp: raises the status' Python exception
-
 namespace {
 
 using Strides = std::array<int64_t, 3>;
-
-template <class T>
-T* ptr(uintptr_t p) {
-  return reinterpret_cast<T*>(p);
-}
 
 tessera::KvCacheArgs make_args(uintptr_t q, uintptr_t k_cache, uintptr_t v_cache, uintptr_t o, int dtype, int64_t batch,
                                int64_t seqlen_q, int64_t heads_q, int64_t heads_kv, int64_t head_dim, Strides q_stride,
@@ -33,11 +27,11 @@ tessera::KvCacheArgs make_args(uintptr_t q, uintptr_t k_cache, uintptr_t v_cache
                                float softmax_scale, bool causal, int64_t window_left, int64_t window_right,
                                float softcap, int max_sms) {
   tessera::KvCacheArgs a;
-  a.q = ptr<const void>(q);
-  a.k_cache = ptr<void>(k_cache);
-  a.v_cache = ptr<void>(v_cache);
-  a.o = ptr<void>(o);
-  a.lse = ptr<float>(lse);
+  a.q = as_ptr<const void>(q);
+  a.k_cache = as_ptr<void>(k_cache);
+  a.v_cache = as_ptr<void>(v_cache);
+  a.o = as_ptr<void>(o);
+  a.lse = as_ptr<float>(lse);
   a.dtype = tessera::DType(dtype);
   a.batch = batch;
   a.seqlen_q = seqlen_q;
@@ -53,14 +47,14 @@ tessera::KvCacheArgs make_args(uintptr_t q, uintptr_t k_cache, uintptr_t v_cache
     a.v_new_stride[i] = v_new_stride[i];
   }
   a.capacity = capacity;
-  a.cache_seqlens = ptr<const int32_t>(cache_seqlens);
-  a.block_table = ptr<const int32_t>(block_table);
+  a.cache_seqlens = as_ptr<const int32_t>(cache_seqlens);
+  a.block_table = as_ptr<const int32_t>(block_table);
   a.block_table_stride = block_table_stride;
   a.max_pages = max_pages;
   a.num_pages = num_pages;
   a.page_size = page_size;
-  a.k_new = ptr<const void>(k_new);
-  a.v_new = ptr<const void>(v_new);
+  a.k_new = as_ptr<const void>(k_new);
+  a.v_new = as_ptr<const void>(v_new);
   a.seqlen_new = seqlen_new;
   a.softmax_scale = softmax_scale;
   a.causal = causal;
@@ -92,7 +86,7 @@ void bind_kvcache(nb::module_& m) {
         tessera::Status s;
         {
           nb::gil_scoped_release release;
-          s = tessera::attention_with_kvcache(a, ptr<void>(stream), ptr<void>(workspace), workspace_bytes);
+          s = tessera::attention_with_kvcache(a, as_ptr<void>(stream), as_ptr<void>(workspace), workspace_bytes);
         }
         check(s);
       },

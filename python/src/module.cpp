@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "binding.hpp"
 #include "tessera/tessera.hpp"
 
 namespace nb = nanobind;
@@ -45,10 +46,7 @@ void check(const tessera::Status& s) {
 namespace {
 using tessera_python::check;
 
-template <class T>
-T* as_ptr(uintptr_t p) {
-  return reinterpret_cast<T*>(p);
-}
+using tessera_python::as_ptr;
 
 tessera::Matrix make_matrix(uintptr_t ptr, int dtype, int64_t rows, int64_t cols, int64_t ld, int layout,
                             int64_t batch_count, int64_t batch_stride) {

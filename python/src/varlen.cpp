@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 
+#include "binding.hpp"
 #include "tessera/tessera.hpp"
 
 namespace nb = nanobind;
@@ -13,16 +14,9 @@ using namespace nb::literals;
 
 namespace tessera_python {
 
-void check(const tessera::Status& s);  // module.cpp: raises the status' Python exception
-
 namespace {
 
 using Strides = std::array<int64_t, 2>;
-
-template <class T>
-T* ptr(uintptr_t p) {
-  return reinterpret_cast<T*>(p);
-}
 
 tessera::VarlenArgs make_args(uintptr_t q, uintptr_t k, uintptr_t v, uintptr_t o, int dtype, uintptr_t cu_seqlens_q,
                               uintptr_t cu_seqlens_k, int64_t batch, int64_t total_q, int64_t total_k,
@@ -31,14 +25,14 @@ tessera::VarlenArgs make_args(uintptr_t q, uintptr_t k, uintptr_t v, uintptr_t o
                               uintptr_t lse, float softmax_scale, bool causal, int64_t window_left,
                               int64_t window_right, float softcap, int max_sms) {
   tessera::VarlenArgs a;
-  a.q = ptr<const void>(q);
-  a.k = ptr<const void>(k);
-  a.v = ptr<const void>(v);
-  a.o = ptr<void>(o);
-  a.lse = ptr<float>(lse);
+  a.q = as_ptr<const void>(q);
+  a.k = as_ptr<const void>(k);
+  a.v = as_ptr<const void>(v);
+  a.o = as_ptr<void>(o);
+  a.lse = as_ptr<float>(lse);
   a.dtype = tessera::DType(dtype);
-  a.cu_seqlens_q = ptr<const int32_t>(cu_seqlens_q);
-  a.cu_seqlens_k = ptr<const int32_t>(cu_seqlens_k);
+  a.cu_seqlens_q = as_ptr<const int32_t>(cu_seqlens_q);
+  a.cu_seqlens_k = as_ptr<const int32_t>(cu_seqlens_k);
   a.batch = batch;
   a.total_q = total_q;
   a.total_k = total_k;
@@ -79,7 +73,7 @@ void bind_varlen(nb::module_& m) {
         tessera::Status s;
         {
           nb::gil_scoped_release release;
-          s = tessera::attention_varlen(a, ptr<void>(stream), ptr<void>(workspace), workspace_bytes);
+          s = tessera::attention_varlen(a, as_ptr<void>(stream), as_ptr<void>(workspace), workspace_bytes);
         }
         check(s);
       },
