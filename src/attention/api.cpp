@@ -48,7 +48,7 @@ const AttnConfig kConfigs[] = {
 #define TESSERA_ATTN_SM90_CONFIG(id, name, d, bm, bn, overlap, reason) \
   {id, name, 90, d, bm, bn, ((bm) + 4 * (bn)) * (d) * 2, true},
 #define TESSERA_ATTN_SM90WS_CONFIG(id, name, d, bm, bn, stages, reason) \
-  {id, name, 91, d, bm, bn, ((bm) + 2 * (stages) * (bn)) * (d) * 2 + 1024, false},
+  {id, name, 91, d, bm, bn, ((bm) + 2 * (stages) * (bn)) * (d) * 2 + 1024, true},
 #include "attention/configs.def"
 #undef TESSERA_ATTN_CONFIG
 #undef TESSERA_ATTN_SM90_CONFIG

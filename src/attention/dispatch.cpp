@@ -62,10 +62,10 @@ cudaError_t run(int cfg, bool bf16, bool causal, const AttnParams& p, int max_sm
 bool supports(const AttnParams& p) {
   auto ok = [&](const int64_t* s, int seq, int heads) {
     auto fits = [](int64_t x, int extent) { return extent == 1 || (x > 0 && x < (int64_t(1) << 36)); };
-    return fits(s[1], seq) && fits(s[2], heads) && fits(s[0], p.batch);
+    return fits(s[1], seq) && fits(s[2], heads) && fits(s[0], tma_batches(p));
   };
-  return !p.cu_seqlens_q && !p.cu_seqlens_k && ok(p.q_stride, p.seqlen_q, p.heads_q) &&
-         ok(p.k_stride, p.seqlen_k, p.heads_kv) && ok(p.v_stride, p.seqlen_k, p.heads_kv);
+  return ok(p.q_stride, p.seqlen_q, p.heads_q) && ok(p.k_stride, p.seqlen_k, p.heads_kv) &&
+         ok(p.v_stride, p.seqlen_k, p.heads_kv);
 }
 }  // namespace sm90ws
 

@@ -23,6 +23,7 @@ struct AttnParams {
   const int* cu_seqlens_q = nullptr;
   const int* cu_seqlens_k = nullptr;
   int max_seqlen_q = 0;  // varlen: the longest query sequence the grid covers (seqlen_q otherwise)
+  int max_seqlen_k = 0;  // varlen: the caller's longest key sequence (a scheduling hint only)
   float scale = 1.0f;        // softmax scale
   float scale_log2 = 1.0f;   // scale * log2(e): softmax in exp2
   // Local attention: query i sees keys i' - window_left <= j <= i' + window_right, i' = i + seqlen_k -

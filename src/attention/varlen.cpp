@@ -113,6 +113,7 @@ AttnParams varlen_params_of(const VarlenArgs& a) {
   p.cu_seqlens_q = a.cu_seqlens_q;
   p.cu_seqlens_k = a.cu_seqlens_k;
   p.max_seqlen_q = int(std::min(a.max_seqlen_q, a.total_q));
+  p.max_seqlen_k = int(std::min(a.max_seqlen_k, a.total_k));
   p.lse_stride[0] = 0;
   p.lse_stride[1] = a.total_q;
   return p;

@@ -1,8 +1,8 @@
 // Attention forward on Hopper, warp-specialised (FlashAttention-3's structure, our code on CuTe).
 // A CTA computes O for blocks of BM query rows of one (batch, query head) each: its own block, or,
 // with one CTA per SM, several (launch.hpp: Walk). The kernel only orchestrates:
-//   warpgroup 0, the producer: gives up registers (setmaxnreg) and one thread streams Q, K and V by
-//     TMA through mbarrier rings (mainloop.cuh: load);
+//   warpgroup 0, the producer: gives up registers (setmaxnreg) and its first warp streams Q, K and
+//     V by TMA through mbarrier rings (mainloop.cuh: load);
 //   warpgroups 1.., the consumers (64 query rows each): take the registers, run the GEMMs and the
 //     online softmax (mainloop.cuh: mma), then each stores its rows (epilogue.cuh) while the producer
 //     already loads the next block's K, V and (where O has its own buffer) Q.
@@ -43,6 +43,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(const __grid_
     prefetch_tma_descriptor(kp.tma_k.get_tma_descriptor());
     prefetch_tma_descriptor(kp.tma_v.get_tma_descriptor());
     FullBarrier::init(&smem.q_full, 1);                       // the producer's arrive + TMA bytes
+    FullBarrier::init(&smem.v_tail, 1);
     EmptyBarrier::init(&smem.q_empty, 4 * T::kConsumers);     // one arrive per consumer warp
     for (int s = 0; s < T::Stages; ++s) {
       FullBarrier::init(&smem.k_full[s], 1);
@@ -58,14 +59,17 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(const __grid_
   uint32_t q_phase = 0;     // Q's barriers flip once per block
   if (warp_group == 0) {
     cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
-    if (threadIdx.x < 32 && cute::elect_one_sync()) {
+    if (threadIdx.x < 32) {
+      const bool leader = cute::elect_one_sync();
+      uint32_t tail_phase = 0;  // the producer's own barrier for a varlen sequence's last V block
       for (int block = first; block < end; block += stride) {
         const QueryBlock qb = block_at(block);
+        if (qb.row0 >= qb.seqlen_q) continue;  // past a shorter varlen sequence's end: no rows
         if (qb.n_end > qb.n_begin) {
-          load<T>(kp, smem, qb, st, q_phase);
+          load<T>(kp, smem, qb, st, q_phase, tail_phase, leader);
         } else {  // no key to see: nothing to load, but Q's buffer changes hands all the same
           EmptyBarrier::wait(&smem.q_empty, q_phase ^ 1);
-          FullBarrier::arrive(&smem.q_full);
+          if (leader) FullBarrier::arrive(&smem.q_full);
         }
         q_phase ^= 1;
       }
@@ -77,17 +81,21 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(const __grid_
   typename T::TiledMmaO mma_o;
   Tensor acc_o = partition_fragment_C(mma_o, Shape<Int<T::BM>, Int<T::D>>{});  // ((2,2,D/8),1,1) fp32
   constexpr int kRows = decltype(size<0>(rowcol(acc_o.layout())))::value;  // query rows this thread holds (2)
-  // Every block takes Q's buffer (q_full) and gives it back (q_empty) once its GEMMs, or, where O
-  // leaves through that buffer, its epilogue are done; a block without keys (O = 0, LSE = -inf)
-  // only takes and gives.
+  // Every block takes Q's buffer (q_full) and gives it back (q_empty) once its last S = Q K^T (mma),
+  // or, where O leaves through that buffer, its epilogue is done; a block without keys (O = 0,
+  // LSE = -inf) only takes and gives.
   for (int block = first; block < end; block += stride) {
     const QueryBlock qb = block_at(block);
+    if (qb.row0 >= qb.seqlen_q) continue;  // as the producer: neither touches a barrier
     clear(acc_o);
     OnlineSoftmax<kRows> softmax;
     softmax.init();
-    if (qb.n_end > qb.n_begin) mma<T>(smem, p, qb, wg, ctid, acc_o, softmax, st, q_phase);
-    else FullBarrier::wait(&smem.q_full, q_phase);
-    if constexpr (T::kSeparateO) release_q<T>(smem, ctid);
+    if (qb.n_end > qb.n_begin) {
+      mma<T>(smem, p, qb, wg, ctid, acc_o, softmax, st, q_phase);
+    } else {
+      FullBarrier::wait(&smem.q_full, q_phase);
+      if constexpr (T::kSeparateO) release_q<T>(smem, ctid);
+    }
     store<T>(smem, p, qb, wg, ctid, acc_o, softmax);
     if constexpr (!T::kSeparateO) release_q<T>(smem, ctid);
     q_phase ^= 1;

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "attention/params.hpp"
+#include "core/host_device.hpp"
 
 namespace tessera::attn::sm90ws {
 
@@ -17,11 +18,19 @@ namespace tessera::attn::sm90ws {
 // kChunk (a run of consecutive blocks) for short causal ones, so every CTA gets each length alike;
 // only where O has its own buffer (the next Q need not wait for the store) and a head has at most
 // 6 query blocks (beyond, a chunk's uneven share of lengths costs more than the walk saves).
+// Variable-length batches judge by their longest sequences; their causal blocks differ by sequence
+// as well as by position, so only the hardware's scheduler balances them.
 enum Walk : int { kOwnBlock = 0, kStrided = 1, kChunk = 2 };
 inline Walk block_walk(const AttnParams& p, int head_dim, int block_m, bool causal, bool separate_o) {
-  if (!causal) return int64_t(p.seqlen_k) * head_dim <= (int64_t(1) << 20) ? kStrided : kOwnBlock;
-  return separate_o && (p.seqlen_q + block_m - 1) / block_m <= 6 ? kChunk : kOwnBlock;
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  const int64_t keys = varlen ? p.max_seqlen_k : p.seqlen_k, rows = varlen ? p.max_seqlen_q : p.seqlen_q;
+  if (!causal) return keys * head_dim <= (int64_t(1) << 20) ? kStrided : kOwnBlock;
+  return separate_o && !varlen && (rows + block_m - 1) / block_m <= 6 ? kChunk : kOwnBlock;
 }
+
+// The batch mode the TMA descriptors describe: the call's batches, or for variable-length batches
+// (packed rows, batch strides 0, which TMA cannot take) one, whose rows the sequences offset into.
+TESSERA_HD int tma_batches(const AttnParams& p) { return p.cu_seqlens_q ? 1 : p.batch; }
 
 template <int Cfg, bool BF16, bool Causal>
 cudaError_t launch(const AttnParams& p, int max_sms, cudaStream_t stream);
@@ -31,8 +40,7 @@ cudaError_t launch(const AttnParams& p, int max_sms, cudaStream_t stream);
 cudaError_t run(int cfg, bool bf16, bool causal, const AttnParams& p, int max_sms, cudaStream_t stream);
 
 // Whether the TMA descriptors can describe these operands: every stride of a mode longer than one is
-// positive and under 2^36 elements (TMA takes no broadcast; the cp.async families do), and no
-// cu_seqlens (variable-length batches run the cp.async families).
+// positive and under 2^36 elements (TMA takes no broadcast; the cp.async families do).
 bool supports(const AttnParams& p);
 
 }  // namespace tessera::attn::sm90ws

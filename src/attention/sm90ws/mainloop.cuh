@@ -1,5 +1,5 @@
 // The mainloop of the warp-specialised Hopper attention kernel, as its two roles:
-//   load(): the producer thread streams Q once per query block and K, V per key block into their
+//   load(): the producer warp streams Q once per query block and K, V per key block into their
 //     rings by TMA, each buffer guarded by a full barrier (TMA bytes landed) and an empty one (every
 //     consumer warp done with it). The rings' state carries over from one query block to the next.
 //   mma(): a consumer warpgroup's 64 query rows: S = Q K^T on WGMMA, softcap / mask / online softmax
@@ -28,19 +28,42 @@ using EmptyBarrier = cutlass::arch::ClusterBarrier;
 // its epilogue.
 constexpr int kTurnBarrier = 1, kEpilogueBarrier = 3;
 
-// Producer: one thread. K(n) and V(n) for n = n_last down to n_first, and Q after the first K (once
-// the previous block's consumers released Q's buffer; q_phase: this block's parity).
+// Rows [rows, BN) of V's stage `stage`, by the calling warp, 16 bytes per store (Traits::kv_chunk).
+template <class T>
+__device__ __forceinline__ void zero_rows(typename T::SharedStorage& smem, int stage, int rows) {
+  constexpr int kChunks = T::D / 8;  // 16-byte chunks per row
+  const int lane = int(threadIdx.x % 32);
+  auto zero = [&](int r, int c) {
+    *reinterpret_cast<uint4*>(smem.v + T::kv_chunk(r, c, stage)) = make_uint4(0, 0, 0, 0);
+  };
+  if constexpr (32 % kChunks == 0) {
+    for (int r = rows + lane / kChunks; r < T::BN; r += 32 / kChunks) zero(r, lane % kChunks);
+  } else {
+    for (int i = lane; i < (T::BN - rows) * kChunks; i += 32) zero(rows + i / kChunks, i % kChunks);
+  }
+}
+
+// Producer: warp 0, whose elected lane (`leader`) issues every copy and arrive. K(n) and V(n) for
+// n = n_last down to n_first, and Q after the first K (once the previous block's consumers released
+// Q's buffer; q_phase: this block's parity).
 template <class T>
 __device__ __forceinline__ void load(KernelParams<T> const& kp, typename T::SharedStorage& smem, const QueryBlock& qb,
-                                     PipeState<T::Stages>& st, uint32_t q_phase) {
+                                     PipeState<T::Stages>& st, uint32_t q_phase, uint32_t& tail_phase, bool leader) {
   constexpr int BM = T::BM, BN = T::BN, D = T::D;
   const AttnParams& p = kp.p;
-  Tensor mQ = kp.tma_q.get_tma_tensor(make_shape(p.seqlen_q, D, p.heads_q, p.batch));  // (seq,D,head,batch)
-  Tensor mK = kp.tma_k.get_tma_tensor(make_shape(p.seqlen_k, D, p.heads_kv, p.batch));
-  Tensor mV = kp.tma_v.get_tma_tensor(make_shape(p.seqlen_k, D, p.heads_kv, p.batch));
-  Tensor gQ = local_tile(mQ(_, _, qb.head, qb.b), Shape<Int<BM>, Int<D>>{}, make_coord(qb.m_block, 0));  // (BM,D)
-  Tensor gK = local_tile(mK(_, _, qb.head_kv, qb.b), Shape<Int<BN>, Int<D>>{}, make_coord(_, 0));       // (BN,D,n)
-  Tensor gV = local_tile(mV(_, _, qb.head_kv, qb.b), Shape<Int<BN>, Int<D>>{}, make_coord(_, 0));       // (BN,D,n)
+  const int batches = tma_batches(p), b = batches == 1 ? 0 : qb.b;
+  Tensor mQ = kp.tma_q.get_tma_tensor(make_shape(p.seqlen_q, D, p.heads_q, batches));  // (seq,D,head,batch)
+  Tensor mK = kp.tma_k.get_tma_tensor(make_shape(p.seqlen_k, D, p.heads_kv, batches));
+  Tensor mV = kp.tma_v.get_tma_tensor(make_shape(p.seqlen_k, D, p.heads_kv, batches));
+  // The (batch, head)'s rows; a packed sequence's start at their first (varlen; 0 otherwise). Its
+  // last blocks may reach into the next sequence's rows: queries there are never stored, keys there
+  // are masked like those past a sequence's end, and V's rows there are zeroed (zero_v_tail).
+  Tensor mQh = domain_offset(make_coord(qb.q_start, 0), mQ(_, _, qb.head, b));     // (seq,D)
+  Tensor mKh = domain_offset(make_coord(qb.k_start, 0), mK(_, _, qb.head_kv, b));  // (seq,D)
+  Tensor mVh = domain_offset(make_coord(qb.k_start, 0), mV(_, _, qb.head_kv, b));  // (seq,D)
+  Tensor gQ = local_tile(mQh, Shape<Int<BM>, Int<D>>{}, make_coord(qb.m_block, 0));  // (BM,D)
+  Tensor gK = local_tile(mKh, Shape<Int<BN>, Int<D>>{}, make_coord(_, 0));           // (BN,D,n)
+  Tensor gV = local_tile(mVh, Shape<Int<BN>, Int<D>>{}, make_coord(_, 0));           // (BN,D,n)
   Tensor sQ = make_tensor(make_smem_ptr(smem.q), typename T::SmemLayoutQ{});   // (BM,D)
   Tensor sK = make_tensor(make_smem_ptr(smem.k), typename T::SmemLayoutKV{});  // (BN,D,PIPE)
   Tensor sV = make_tensor(make_smem_ptr(smem.v), typename T::SmemLayoutKV{});  // (BN,D,PIPE)
@@ -56,24 +79,55 @@ __device__ __forceinline__ void load(KernelParams<T> const& kp, typename T::Shar
 
   for (int n = qb.n_end - 1; n >= qb.n_begin; --n) {
     EmptyBarrier::wait(&smem.k_empty[st.stage], st.phase ^ 1);  // a fresh barrier passes parity 1
-    FullBarrier::arrive_and_expect_tx(&smem.k_full[st.stage], T::kKVBytes);
-    copy(kp.tma_k.with(smem.k_full[st.stage]), tKgK(_, _, _, n), tKsK(_, _, _, st.stage));
+    if (leader) {
+      FullBarrier::arrive_and_expect_tx(&smem.k_full[st.stage], T::kKVBytes);
+      copy(kp.tma_k.with(smem.k_full[st.stage]), tKgK(_, _, _, n), tKsK(_, _, _, st.stage));
+    }
     if (n == qb.n_end - 1) {  // Q after the first K: that K's stage frees up sooner than Q's buffer
       EmptyBarrier::wait(&smem.q_empty, q_phase ^ 1);
-      FullBarrier::arrive_and_expect_tx(&smem.q_full, T::kQBytes);
-      copy(kp.tma_q.with(smem.q_full), tQgQ, tQsQ);
+      if (leader) {
+        FullBarrier::arrive_and_expect_tx(&smem.q_full, T::kQBytes);
+        copy(kp.tma_q.with(smem.q_full), tQgQ, tQsQ);
+      }
     }
     EmptyBarrier::wait(&smem.v_empty[st.stage], st.phase ^ 1);
-    FullBarrier::arrive_and_expect_tx(&smem.v_full[st.stage], T::kKVBytes);
-    copy(kp.tma_v.with(smem.v_full[st.stage]), tVgV(_, _, _, n), tVsV(_, _, _, st.stage));
+    // A packed sequence's last block (the first visited) may hold rows of the next one, or rows that
+    // belong to none (whatever they hold, NaN included): P is 0 there, but 0 * NaN is not, so those
+    // rows of V land under a barrier of the producer's own and become zeros before the consumers'
+    // barrier opens. TMA itself zero-fills only past the tensor's end, all that fixed lengths need.
+    const int keys = qb.seqlen_k - n * BN;  // the sequence's keys in block n (>= 1)
+    if (p.cu_seqlens_k && keys < BN) {
+      if (leader) {
+        FullBarrier::arrive_and_expect_tx(&smem.v_tail, T::kKVBytes);
+        copy(kp.tma_v.with(smem.v_tail), tVgV(_, _, _, n), tVsV(_, _, _, st.stage));
+      }
+      FullBarrier::wait(&smem.v_tail, tail_phase);
+      tail_phase ^= 1;
+      zero_rows<T>(smem, st.stage, keys);
+      cutlass::arch::fence_view_async_shared();  // the zeros, visible to the consumers' WGMMA
+      __syncwarp();
+      if (leader) FullBarrier::arrive(&smem.v_full[st.stage]);
+    } else if (leader) {
+      FullBarrier::arrive_and_expect_tx(&smem.v_full[st.stage], T::kKVBytes);
+      copy(kp.tma_v.with(smem.v_full[st.stage]), tVgV(_, _, _, n), tVsV(_, _, _, st.stage));
+    }
     st.advance();
   }
+}
+
+// One arrive per consumer warp: this warp no longer reads Q's buffer (its last S = Q K^T is done,
+// or, where O leaves through Q's buffer, its epilogue).
+template <class T>
+__device__ __forceinline__ void release_q(typename T::SharedStorage& smem, int ctid) {
+  __syncwarp();
+  if (ctid % 32 == 0) EmptyBarrier::arrive(&smem.q_empty);
 }
 
 // Consumer warpgroup `wg` (0 .. kConsumers-1; ctid its thread's index among all consumers): O of its
 // 64 rows, unnormalised, in acc_o; the row maxima and sums in `softmax`. Only called when the block
 // visits at least one key block; st: the rings' state (advanced past this block's keys); q_phase:
-// this block's parity of Q's barriers.
+// this block's parity of Q's barriers. Where O has its own buffer, Q's is given back as soon as the
+// last S = Q K^T is done, so the next block's Q loads under this one's last P V and epilogue.
 template <class T, class AccO, class Softmax>
 __device__ __forceinline__ void mma(typename T::SharedStorage& smem, const AttnParams& p, const QueryBlock& qb, int wg,
                                     int ctid, AccO& acc_o, Softmax& softmax, PipeState<T::Stages>& st,
@@ -139,6 +193,9 @@ __device__ __forceinline__ void mma(typename T::SharedStorage& smem, const AttnP
     if (qb.masked(n)) mask_block(s, tScS_rc, qb, n * BN, qb.seqlen_k);
     return softmax.update(s, p);
   };
+  auto release_q_early = [&] {
+    if constexpr (T::kSeparateO) release_q<T>(smem, ctid);
+  };
   auto to_p = [&](auto const& acc_s) {
     CUTE_UNROLL
     for (int i = 0; i < size(acc_s); ++i) rP(i) = Element(acc_s(i));
@@ -157,6 +214,7 @@ __device__ __forceinline__ void mma(typename T::SharedStorage& smem, const AttnP
     warpgroup_fence_operand(acc_s);
     release(&smem.k_empty[k_st.stage]);
     k_st.advance();
+    if (n_last == n_first) release_q_early();
     softmax_block(acc_s, n_last);  // O is still zero: nothing to rescale
     to_p(acc_s);
   }
@@ -172,6 +230,7 @@ __device__ __forceinline__ void mma(typename T::SharedStorage& smem, const AttnP
     warpgroup_fence_operand(acc_s);
     release(&smem.k_empty[k_st.stage]);
     k_st.advance();
+    if (n == n_first) release_q_early();
     const bool moved = softmax_block(acc_s, n);
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc_o);
@@ -193,14 +252,6 @@ __device__ __forceinline__ void mma(typename T::SharedStorage& smem, const AttnP
   release(&smem.v_empty[v_st.stage]);
   v_st.advance();
   st = v_st;
-}
-
-// One arrive per consumer warp: this warp no longer reads Q's buffer (its GEMMs, or its epilogue
-// where O leaves through Q's buffer, are done).
-template <class T>
-__device__ __forceinline__ void release_q(typename T::SharedStorage& smem, int ctid) {
-  __syncwarp();
-  if (ctid % 32 == 0) EmptyBarrier::arrive(&smem.q_empty);
 }
 
 }  // namespace tessera::attn::sm90ws

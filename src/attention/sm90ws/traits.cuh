@@ -6,6 +6,7 @@
 #include <cutlass/arch/barrier.h>
 
 #include "attention/params.hpp"
+#include "attention/sm90ws/launch.hpp"
 
 namespace tessera::attn::sm90ws {
 
@@ -21,10 +22,14 @@ struct Traits {
   // rows each, so a row's softmax stays inside one warpgroup (quad shuffles only).
   static constexpr int kConsumers = BM / 64;
   static constexpr int kConsumerThreads = 128 * kConsumers, kThreads = 128 + kConsumerThreads;
-  // setmaxnreg: the producer keeps what address arithmetic needs, the consumers take the rest
-  // (2 consumers: 128*24 + 256*240 = 64512 <= 64K; 3 consumers: 128*32 + 384*160 = 64K).
-  static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32;
-  static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
+  // setmaxnreg: the producer keeps what its warp's loop needs, the consumers take the rest. The
+  // registers only move within what the CTA was launched with (kThreads x the launch's per-thread
+  // count, a multiple of 8): a request beyond that never completes, a hang rather than an error.
+  static constexpr int kProducerRegs = 32;
+  static constexpr int kConsumerRegs = kConsumers == 2 ? 232 : 160;
+  static constexpr int kLaunchRegs = (65536 / kThreads) / 8 * 8;
+  static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= kThreads * kLaunchRegs,
+                "setmaxnreg: the roles' registers exceed the CTA's allocation");
   // Two consumers take turns on the tensor core (FA3's ping-pong): one's GEMMs run while the
   // other's softmax does.
   static constexpr bool kPingPong = kConsumers == 2;
@@ -35,6 +40,16 @@ struct Traits {
   using Atom = std::conditional_t<D % 64 == 0, GMMA::Layout_K_SW128_Atom<Element>, GMMA::Layout_K_SW64_Atom<Element>>;
   using SmemLayoutQ = decltype(tile_to_shape(Atom{}, Shape<Int<BM>, Int<D>>{}));                  // (BM,D)
   using SmemLayoutKV = decltype(tile_to_shape(Atom{}, Shape<Int<BN>, Int<D>, Int<Stages>>{}));    // (BN,D,PIPE)
+  // Element offset of the c-th 16-byte chunk of some permutation of row r's chunks in a K/V
+  // stage: all of a row's chunks over c = 0 .. D/8 - 1, the order aside. The swizzle only permutes
+  // the chunks inside each row's 128-byte (64-byte at D = 96) segments, so whole segments need only
+  // the unswizzled layout; evaluated as a function, the swizzled layout would not match the
+  // pointer-swizzled tensor that TMA and WGMMA address. (CPU test: Sm90WsLayout.)
+  static constexpr int kSegment = D % 64 == 0 ? 64 : 32;  // elements per swizzle segment
+  CUTE_HOST_DEVICE static int kv_chunk(int r, int c, int stage) {
+    const int seg = c * 8 / kSegment * kSegment;
+    return int(SmemLayoutKV{}.layout_b()(r, seg, stage)) + (c * 8 - seg);
+  }
   // V seen as the B operand of P V, (D, BN): the same bytes, D contiguous = MN-major.
   using SmemLayoutVt = decltype(composition(
       SmemLayoutKV{}, make_ordered_layout(Shape<Int<D>, Int<BN>, Int<Stages>>{}, Step<_2, _1, _3>{})));  // (D,BN,PIPE)
@@ -57,13 +72,13 @@ struct Traits {
     return make_tma_copy(SM90_TMA_LOAD{}, g, SmemLayout{}, Shape<Int<Rows>, Int<D>>{}, Int<1>{});
   }
   static auto make_tma_q(const AttnParams& p) {
-    return make_tma<BM, SmemLayoutQ>(p.q, p.seqlen_q, p.heads_q, p.batch, p.q_stride);
+    return make_tma<BM, SmemLayoutQ>(p.q, p.seqlen_q, p.heads_q, tma_batches(p), p.q_stride);
   }
   static auto make_tma_k(const AttnParams& p) {
-    return make_tma<BN, decltype(SmemLayoutKV{}(_, _, 0))>(p.k, p.seqlen_k, p.heads_kv, p.batch, p.k_stride);
+    return make_tma<BN, decltype(SmemLayoutKV{}(_, _, 0))>(p.k, p.seqlen_k, p.heads_kv, tma_batches(p), p.k_stride);
   }
   static auto make_tma_v(const AttnParams& p) {
-    return make_tma<BN, decltype(SmemLayoutKV{}(_, _, 0))>(p.v, p.seqlen_k, p.heads_kv, p.batch, p.v_stride);
+    return make_tma<BN, decltype(SmemLayoutKV{}(_, _, 0))>(p.v, p.seqlen_k, p.heads_kv, tma_batches(p), p.v_stride);
   }
   using TmaQ = decltype(make_tma_q(AttnParams{}));
   using TmaK = decltype(make_tma_k(AttnParams{}));
@@ -80,7 +95,7 @@ struct Traits {
     alignas(1024) Element k[cosize_v<SmemLayoutKV>];
     alignas(1024) Element v[cosize_v<SmemLayoutKV>];
     alignas(1024) Element o[kSeparateO ? cosize_v<SmemLayoutQ> : 8];
-    uint64_t q_full, q_empty;
+    uint64_t q_full, q_empty, v_tail;
     uint64_t k_full[Stages], k_empty[Stages];
     uint64_t v_full[Stages], v_empty[Stages];
   };
