@@ -35,7 +35,7 @@ cat "$out/gpu.txt"
 if [ ! -x "$build/tests/tessera_gpu_tests" ] || [ ! -x "$build/tools/tessera" ]; then
   echo "== building (no carried build found)"
   JOBS=$(nproc) BUILD_DIR=$build scripts/setup_deps.sh >/dev/null && cmake -S . -B "$build" -G Ninja \
-    -DCMAKE_BUILD_TYPE=Release >/dev/null && ninja -C "$build" >"$out/build.log" 2>&1 ||
+    -DCMAKE_BUILD_TYPE=Release ${TESSERA_CMAKE_ARGS:-} >/dev/null && ninja -C "$build" >"$out/build.log" 2>&1 ||
     { echo "build failed"; grep -B2 -A12 -m3 "error" "$out/build.log"; tail -30 "$out/build.log"; exit 1; }
   # NANOBIND_DIR=<nanobind package folder>: also the Python module (tessera._C) for python3, into
   # $build/python/tessera (a failure here leaves the library build as it is).
