@@ -909,6 +909,15 @@ TEST(Sm90WsWalk, PersistentOnlyForShortBlocks) {
   EXPECT_EQ(walk(1024, 1024, 128, 128, true, true), ws::kOwnBlock);    // 8 blocks
   EXPECT_EQ(walk(512, 512, 256, 128, true, false), ws::kOwnBlock);     // O through Q's buffer
   EXPECT_EQ(walk(16384, 16384, 128, 128, true, true), ws::kOwnBlock);
+  // Variable-length batches: by the longest sequences, not the packed totals.
+  const int cu[2] = {0, 65536};
+  p.cu_seqlens_q = p.cu_seqlens_k = cu;
+  p.max_seqlen_q = p.max_seqlen_k = 512;
+  EXPECT_EQ(walk(65536, 65536, 128, 128, false, true), ws::kStrided);
+  EXPECT_EQ(walk(65536, 65536, 128, 128, true, true), ws::kChunk);
+  p.max_seqlen_q = p.max_seqlen_k = 16384;
+  EXPECT_EQ(walk(65536, 65536, 128, 128, false, true), ws::kOwnBlock);
+  EXPECT_EQ(walk(65536, 65536, 128, 128, true, true), ws::kOwnBlock);
 }
 
 TEST(DecodePlan, PacksQueryHeadsOfAKvHead) {

@@ -18,14 +18,14 @@ namespace tessera::attn::sm90ws {
 // kChunk (a run of consecutive blocks) for short causal ones, so every CTA gets each length alike;
 // only where O has its own buffer (the next Q need not wait for the store) and a head has at most
 // 6 query blocks (beyond, a chunk's uneven share of lengths costs more than the walk saves).
-// Variable-length batches judge by their longest sequences; their causal blocks differ by sequence
-// as well as by position, so only the hardware's scheduler balances them.
+// Variable-length batches judge by their longest sequences (a chunk then also holds the empty
+// blocks past shorter ones' ends, which cost a CTA almost nothing).
 enum Walk : int { kOwnBlock = 0, kStrided = 1, kChunk = 2 };
 inline Walk block_walk(const AttnParams& p, int head_dim, int block_m, bool causal, bool separate_o) {
   const bool varlen = p.cu_seqlens_q != nullptr;
   const int64_t keys = varlen ? p.max_seqlen_k : p.seqlen_k, rows = varlen ? p.max_seqlen_q : p.seqlen_q;
   if (!causal) return keys * head_dim <= (int64_t(1) << 20) ? kStrided : kOwnBlock;
-  return separate_o && !varlen && (rows + block_m - 1) / block_m <= 6 ? kChunk : kOwnBlock;
+  return separate_o && (rows + block_m - 1) / block_m <= 6 ? kChunk : kOwnBlock;
 }
 
 // The batch mode the TMA descriptors describe: the call's batches, or for variable-length batches

@@ -25,8 +25,9 @@ struct Traits {
   // setmaxnreg: the producer keeps what its warp's loop needs, the consumers take the rest. The
   // registers only move within what the CTA was launched with (kThreads x the launch's per-thread
   // count, a multiple of 8): a request beyond that never completes, a hang rather than an error.
-  static constexpr int kProducerRegs = 32;
-  static constexpr int kConsumerRegs = kConsumers == 2 ? 232 : 160;
+  // D = 96's zeroing loop (12 chunks a row, not a divisor of the warp) needs 32 in the producer.
+  static constexpr int kProducerRegs = kConsumers == 2 && D != 96 ? 24 : 32;
+  static constexpr int kConsumerRegs = kConsumers == 2 ? (D != 96 ? 240 : 232) : 160;
   static constexpr int kLaunchRegs = (65536 / kThreads) / 8 * 8;
   static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= kThreads * kLaunchRegs,
                 "setmaxnreg: the roles' registers exceed the CTA's allocation");
