@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # GPU truth in one call (run on the lent H100/H200 with the build carried, or it builds):
-#   scripts/gpu_check.sh [all|tests|bench|gemm|attention|sanitize|host|python|decode|pytest|ptx] [extra args for bench/gemm_suite.py]
+#   scripts/gpu_check.sh [all|tests|bench|gemm|attention|sanitize|host|python|decode|pytest|ptx|ladder] [extra args for bench/gemm_suite.py]
 #   (bench = the GEMM and attention benchmarks; gemm / attention = one of them; host = the host-cost
 #   microbenchmark; python = the Python package's benchmarks against torch, decode attention included;
 #   decode = only the decode-attention benchmark (DECODE_ATTN_ARGS=--quick); pytest = its tests; ptx = the
-#   sm80 families run from their PTX, CUDA_FORCE_PTX_JIT=1, as on a GPU newer than their SASS)
+#   sm80 families run from their PTX, CUDA_FORCE_PTX_JIT=1, as on a GPU newer than their SASS; ladder = the
+#   examples/ladder rungs, verified and timed: docs/ladder.md's tables)
 # Writes under $OUT (default ./gpu_out): gpu.txt, tests.log, sanitize.log, bench.log and the
 # benchmark's JSON + Markdown. Never changes clocks, power or MIG settings.
 # A machine with no network and no GoogleTest (the lent device): carry the CuTe headers
@@ -230,6 +231,19 @@ if [ "$mode" = ptx ]; then
   CUDA_FORCE_PTX_JIT=1 TESSERA_ATTN_ARCH=80 timeout 500 "$build/tests/tessera_ptx_check" >"$out/ptx.log" 2>&1 ||
     status=1
   grep -c "^ok" "$out/ptx.log"; grep -E "FAIL|failure" "$out/ptx.log"
+fi
+
+if [ "$mode" = all ] || [ "$mode" = ladder ]; then
+  # The learning ladder: every rung verified, timed beside cuBLAS / SDPA; docs/ladder.md's tables.
+  echo "== ladder"
+  if [ -d "$build/examples/ladder" ]; then
+    mkdir -p "$out/results"
+    timeout 300 python3 examples/ladder/run_ladder.py --build-dir "$build" --out "$out/results" \
+      --md "$out/results/ladder.md" >"$out/ladder.log" 2>&1 || status=1
+    tail -3 "$out/ladder.log"
+  else
+    echo "no ladder in $build (-DTESSERA_BUILD_LADDER=OFF)"
+  fi
 fi
 
 # The lease returns at most 8 files: pack the benchmark outputs (JSON, Markdown, PNG) into one.
