@@ -6,6 +6,8 @@
 #   decode = only the decode-attention benchmark (DECODE_ATTN_ARGS=--quick); pytest = its tests; ptx = the
 #   sm80 families run from their PTX, CUDA_FORCE_PTX_JIT=1, as on a GPU newer than their SASS; ladder = the
 #   examples/ladder rungs, verified and timed: docs/ladder.md's tables)
+# The results name the commit from git, or TESSERA_COMMIT=<hash> when set: pass it where the tree was
+# copied with a stale .git (the lent machine's copy has reported an older HEAD than the tree it ran).
 # Writes under $OUT (default ./gpu_out): gpu.txt, tests.log, sanitize.log, bench.log and the
 # benchmark's JSON + Markdown. Never changes clocks, power or MIG settings.
 # A machine with no network and no GoogleTest (the lent device): carry the CuTe headers

@@ -116,6 +116,9 @@ def gpu_name():
 
 
 def git_commit(repo):
+    """TESSERA_COMMIT (as the other benches: a copied tree's git may be stale), else git."""
+    if os.environ.get("TESSERA_COMMIT"):
+        return os.environ["TESSERA_COMMIT"]
     try:
         return subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"], capture_output=True,
                               text=True, timeout=30).stdout.strip() or None
