@@ -384,6 +384,85 @@ __device__ __forceinline__ bool one_tile_item(bool& taken, int k_tiles, WorkItem
   return true;
 }
 
+// A's and B's tiles in global memory as this CTA's TMA loads see them: its part of each box.
+template <class T>
+CUTE_DEVICE auto gmem_views(KernelParams<T> const& p, int cta_rank) {
+  constexpr int BM = T::BM, BN = T::BN, BK = T::BK, ClusterM = T::ClusterM, ClusterN = T::ClusterN;
+  const GemmParams& g = p.g;
+  const int la_n = g.batch_stride_a ? g.batch : 1, lb_n = g.batch_stride_b ? g.batch : 1;
+  Tensor mA = p.tma_a.get_tma_tensor(make_shape(g.m, g.k, la_n));             // (M,K,L) coords
+  Tensor mB = p.tma_b.get_tma_tensor(make_shape(g.n, g.k, lb_n));             // (N,K,L) coords
+  Tensor gA = local_tile(mA, Shape<Int<BM>, Int<BK>>{}, make_coord(_, _, _));  // (BM,BK,m,k,l)
+  Tensor gB = local_tile(mB, Shape<Int<BN>, Int<BK>>{}, make_coord(_, _, _));  // (BN,BK,n,k,l)
+  return make_tuple(p.tma_a.get_slice(ClusterN > 1 ? cta_rank : 0).partition_S(gA),   // (TMA,TMA_M,TMA_K,m,k,l)
+                    p.tma_b.get_slice(ClusterM > 1 ? cta_rank : 0).partition_S(gB));  // (TMA,TMA_N,TMA_K,n,k,l)
+}
+
+// The mainloop's producer: one elected thread walks the CTA's work items and their k-tiles and
+// issues the TMA loads of A and B into the ring (a stage once its `empty` barrier says every
+// consumer warp of the cluster has read it; its `full` barrier armed with the bytes to land).
+template <class T, class SA, class SB>
+CUTE_DEVICE void load(KernelParams<T> const& p, typename T::SharedStorage& smem, SA& sA, SB& sB, int cta_rank) {
+  using FullBarrier = cutlass::arch::ClusterTransactionBarrier;
+  using EmptyBarrier = cutlass::arch::ClusterBarrier;
+  constexpr int Stages = T::Stages, ClusterM = T::ClusterM, ClusterN = T::ClusterN, kCluster = T::kCluster;
+  constexpr bool kOneTile = T::kOneTile;
+  const GemmParams& g = p.g;
+  const int &tiles_mc = p.tiles_mc, &tiles_nc = p.tiles_nc;
+  auto views = gmem_views(p, cta_rank);
+  Tensor tAgA = get<0>(views);  // (TMA,TMA_M,TMA_K,m,k,l)
+  Tensor tBgB = get<1>(views);  // (TMA,TMA_N,TMA_K,n,k,l)
+  Tensor tAsA = p.tma_a.get_slice(ClusterN > 1 ? cta_rank : 0).partition_D(sA);  // (TMA,TMA_M,TMA_K,PIPE)
+  Tensor tBsB = p.tma_b.get_slice(ClusterM > 1 ? cta_rank : 0).partition_D(sB);  // (TMA,TMA_N,TMA_K,PIPE)
+  int stage = 0;
+  uint32_t phase = 0;
+  bool cluster_ready = kCluster == 1;
+  TESSERA_SM90_PROBE_PRODUCER_START()
+  TESSERA_SM90_PROBE_PM(5)
+  // Work items: the walk's, or the one-tile kernel's one (its tile from the block index).
+  Walk walk(p.sched, int(blockIdx.x) / kCluster);
+  bool one_tile_taken = false;
+  auto next_item = [&](WorkItem& w) {
+    if constexpr (kOneTile) return one_tile_item(one_tile_taken, p.sched.k_tiles, w);
+    return walk.next(p.sched, int(blockIdx.x) / kCluster, int(gridDim.x) / kCluster, w);
+  };
+  for (WorkItem w; next_item(w);) {
+    const TileCoord c = kOneTile ? one_tile_coord<ClusterM, ClusterN>(cta_rank)
+                                 : cta_tile(w.tile, tiles_mc, tiles_nc, cta_rank, ClusterM, ClusterN);
+    const int la = g.batch_stride_a ? c.l : 0, lb = g.batch_stride_b ? c.l : 0;
+    for (int kt = w.kt_begin; kt < w.kt_end; ++kt) {
+      if (!cluster_ready) {  // one thread: the unaligned form of cluster_wait
+        TESSERA_SM90_PROBE_PM(6)
+        asm volatile("barrier.cluster.wait;" ::: "memory");
+        cluster_ready = true;
+        TESSERA_SM90_PROBE_PM(7)
+      }
+      EmptyBarrier::wait(&smem.empty[stage], phase ^ 1);  // a fresh barrier passes parity 1
+      TESSERA_SM90_PROBE_ISSUED()
+      FullBarrier::arrive_and_expect_tx(&smem.full[stage], T::kTxBytes);
+      constexpr uint16_t kAll = uint16_t((1 << kCluster) - 1);  // multicast to every CTA of the cluster
+      if constexpr (ClusterN > 1)
+        copy(p.tma_a.with(smem.full[stage], kAll), tAgA(_, _, _, c.m, kt, la), tAsA(_, _, _, stage));
+      else
+        copy(p.tma_a.with(smem.full[stage]), tAgA(_, _, _, c.m, kt, la), tAsA(_, _, _, stage));
+      if constexpr (ClusterM > 1)
+        copy(p.tma_b.with(smem.full[stage], kAll), tBgB(_, _, _, c.n, kt, lb), tBsB(_, _, _, stage));
+      else
+        copy(p.tma_b.with(smem.full[stage]), tBgB(_, _, _, c.n, kt, lb), tBsB(_, _, _, stage));
+      if (++stage == Stages) { stage = 0; phase ^= 1; }
+    }
+  }
+  // Tail (clusters): this CTA may exit only once the consumers of every CTA in the cluster have
+  // released every stage, i.e. once all their remote arrives on this CTA's barriers have landed.
+  // (Peers cannot exit before this CTA's multicast data reached them: they wait for it.)
+  if constexpr (kCluster > 1) {
+    for (int s = 0; s < Stages; ++s) {
+      EmptyBarrier::wait(&smem.empty[stage], phase ^ 1);
+      if (++stage == Stages) { stage = 0; phase ^= 1; }
+    }
+  }
+}
+
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_constant__ KernelParams<T> p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -408,21 +487,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   TESSERA_SM90_PROBE_ENTRY()
   TESSERA_SM90_PROBE_PM(0)
 
-  // A's and B's tiles in global memory as this CTA's TMA loads see them: its part of each box.
-  auto gmem_views = [&] {
-    const GemmParams& g = p.g;
-    const int la_n = g.batch_stride_a ? g.batch : 1, lb_n = g.batch_stride_b ? g.batch : 1;
-    Tensor mA = p.tma_a.get_tma_tensor(make_shape(g.m, g.k, la_n));             // (M,K,L) coords
-    Tensor mB = p.tma_b.get_tma_tensor(make_shape(g.n, g.k, lb_n));             // (N,K,L) coords
-    Tensor gA = local_tile(mA, Shape<Int<BM>, Int<BK>>{}, make_coord(_, _, _));  // (BM,BK,m,k,l)
-    Tensor gB = local_tile(mB, Shape<Int<BN>, Int<BK>>{}, make_coord(_, _, _));  // (BN,BK,n,k,l)
-    return make_tuple(p.tma_a.get_slice(ClusterN > 1 ? cta_rank : 0).partition_S(gA),   // (TMA,TMA_M,TMA_K,m,k,l)
-                      p.tma_b.get_slice(ClusterM > 1 ? cta_rank : 0).partition_S(gB));  // (TMA,TMA_N,TMA_K,n,k,l)
-  };
   if (T::kL2Warm && warp == 1 && (p.prefetch_a | p.prefetch_b)) {  // an idle producer warp, while warp 0 sets up
     if (elect_one_sync()) {
       auto warm = [&](const TileCoord& c, int kt_begin, int kt_end) {
-        auto views = gmem_views();
+        auto views = gmem_views(p, cta_rank);
         const int la = p.g.batch_stride_a ? c.l : 0, lb = p.g.batch_stride_b ? c.l : 0;
         for (int kt = kt_begin; kt < kt_begin + p.prefetch_a && kt < kt_end; ++kt)
           cute::prefetch(p.tma_a, get<0>(views)(_, _, _, c.m, kt, la));
@@ -485,60 +553,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     // ---------------- producer ----------------
     cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
     TESSERA_SM90_PROBE_PM(3)
-    if (warp == 0 && elect_one_sync()) {
-      auto views = gmem_views();
-      Tensor tAgA = get<0>(views);  // (TMA,TMA_M,TMA_K,m,k,l)
-      Tensor tBgB = get<1>(views);  // (TMA,TMA_N,TMA_K,n,k,l)
-      Tensor tAsA = p.tma_a.get_slice(ClusterN > 1 ? cta_rank : 0).partition_D(sA);  // (TMA,TMA_M,TMA_K,PIPE)
-      Tensor tBsB = p.tma_b.get_slice(ClusterM > 1 ? cta_rank : 0).partition_D(sB);  // (TMA,TMA_N,TMA_K,PIPE)
-      int stage = 0;
-      uint32_t phase = 0;
-      bool cluster_ready = kCluster == 1;
-      TESSERA_SM90_PROBE_PRODUCER_START()
-      TESSERA_SM90_PROBE_PM(5)
-      // Work items: the walk's, or the one-tile kernel's one (its tile from the block index).
-      Walk walk(p.sched, int(blockIdx.x) / kCluster);
-      bool one_tile_taken = false;
-      auto next_item = [&](WorkItem& w) {
-        if constexpr (kOneTile) return one_tile_item(one_tile_taken, p.sched.k_tiles, w);
-        return walk.next(p.sched, int(blockIdx.x) / kCluster, int(gridDim.x) / kCluster, w);
-      };
-      for (WorkItem w; next_item(w);) {
-        const TileCoord c = kOneTile ? one_tile_coord<ClusterM, ClusterN>(cta_rank)
-                                     : cta_tile(w.tile, tiles_mc, tiles_nc, cta_rank, ClusterM, ClusterN);
-        const int la = g.batch_stride_a ? c.l : 0, lb = g.batch_stride_b ? c.l : 0;
-        for (int kt = w.kt_begin; kt < w.kt_end; ++kt) {
-          if (!cluster_ready) {  // one thread: the unaligned form of cluster_wait
-            TESSERA_SM90_PROBE_PM(6)
-            asm volatile("barrier.cluster.wait;" ::: "memory");
-            cluster_ready = true;
-            TESSERA_SM90_PROBE_PM(7)
-          }
-          EmptyBarrier::wait(&smem.empty[stage], phase ^ 1);  // a fresh barrier passes parity 1
-          TESSERA_SM90_PROBE_ISSUED()
-          FullBarrier::arrive_and_expect_tx(&smem.full[stage], T::kTxBytes);
-          constexpr uint16_t kAll = uint16_t((1 << kCluster) - 1);  // multicast to every CTA of the cluster
-          if constexpr (ClusterN > 1)
-            copy(p.tma_a.with(smem.full[stage], kAll), tAgA(_, _, _, c.m, kt, la), tAsA(_, _, _, stage));
-          else
-            copy(p.tma_a.with(smem.full[stage]), tAgA(_, _, _, c.m, kt, la), tAsA(_, _, _, stage));
-          if constexpr (ClusterM > 1)
-            copy(p.tma_b.with(smem.full[stage], kAll), tBgB(_, _, _, c.n, kt, lb), tBsB(_, _, _, stage));
-          else
-            copy(p.tma_b.with(smem.full[stage]), tBgB(_, _, _, c.n, kt, lb), tBsB(_, _, _, stage));
-          if (++stage == Stages) { stage = 0; phase ^= 1; }
-        }
-      }
-      // Tail (clusters): this CTA may exit only once the consumers of every CTA in the cluster have
-      // released every stage, i.e. once all their remote arrives on this CTA's barriers have landed.
-      // (Peers cannot exit before this CTA's multicast data reached them: they wait for it.)
-      if constexpr (kCluster > 1) {
-        for (int s = 0; s < Stages; ++s) {
-          EmptyBarrier::wait(&smem.empty[stage], phase ^ 1);
-          if (++stage == Stages) { stage = 0; phase ^= 1; }
-        }
-      }
-    }
+    if (warp == 0 && elect_one_sync()) load(p, smem, sA, sB, cta_rank);
     TESSERA_SM90_PROBE_LAST()
     return;
   }
