@@ -463,6 +463,45 @@ CUTE_DEVICE void load(KernelParams<T> const& p, typename T::SharedStorage& smem,
   }
 }
 
+// Stream-K fix-up of a work item that takes part in it (gemm/schedule.hpp). One partial slot per CTA
+// (only a share's first item can start inside a tile), numbered rank * workers + worker so that the
+// later workers' partials of a tile follow each other; a partial is the accumulators in fragment
+// order (float4 i of the tile's thread t at i * kTileThreads + t: coalesced, no staging). A
+// publisher stores it and raises its flag (returns true: the item is done); the owner waits for the
+// later workers' flags (they computed their part first thing in their shares), adds their partials
+// in worker order (the same bits whichever finished first) and returns false: on to the epilogue.
+// ttid: the thread among the tile's threads; tile_barrier: the named barrier of the tile's warpgroups.
+template <class T, class Acc>
+CUTE_DEVICE bool stream_k_fixup(KernelParams<T> const& p, WorkItem const& w, bool sk_publisher, Acc& acc, int ttid,
+                                int tile_barrier, int cta_rank) {
+  constexpr int BM = T::BM, BN = T::BN, kCluster = T::kCluster;
+  const Schedule& sched = p.sched;
+  constexpr int kTileThreads = T::kTileThreads, kVecs = BN / 8;  // float4s of accumulators per thread
+  const int sk_slot = cta_rank * (grid_size() / kCluster) + cta_index() / kCluster;
+  if (sk_publisher) {
+    float4* const part = reinterpret_cast<float4*>(p.sk_partials) + size_t(sk_slot) * (BM * BN / 4) + ttid;
+    CUTE_UNROLL
+    for (int i = 0; i < kVecs; ++i)
+      __stcg(part + i * kTileThreads, make_float4(acc(4 * i), acc(4 * i + 1), acc(4 * i + 2), acc(4 * i + 3)));
+    __threadfence();
+    cutlass::arch::NamedBarrier::arrive_and_wait(kTileThreads, tile_barrier);
+    if (ttid == 0) store_release(p.sk_flags + sk_slot, 1);
+    return true;
+  }
+  for (int v = cta_index() / kCluster + 1, slot = sk_slot + 1; sk_folds_from(sched, w, v, grid_size() / kCluster);
+       ++v, ++slot) {
+    while (load_acquire(p.sk_flags + slot) == 0) {
+    }
+    const float4* const part = reinterpret_cast<const float4*>(p.sk_partials) + size_t(slot) * (BM * BN / 4) + ttid;
+    CUTE_UNROLL
+    for (int i = 0; i < kVecs; ++i) {
+      const float4 x = __ldcg(part + i * kTileThreads);
+      acc(4 * i) += x.x, acc(4 * i + 1) += x.y, acc(4 * i + 2) += x.z, acc(4 * i + 3) += x.w;
+    }
+  }
+  return false;
+}
+
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_constant__ KernelParams<T> p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -665,38 +704,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     TESSERA_SM90_PROBE_ITEM_END()
     TESSERA_SM90_PROBE_ITEM_KTILES(k_count)
 
-    // Stream-K fix-up (gemm/schedule.hpp). One partial slot per CTA (only a share's first item can
-    // start inside a tile), numbered rank * workers + worker so that the later workers' partials of
-    // a tile follow each other; a partial is the accumulators in fragment order (float4 i of
-    // the tile's thread t at i * kTileThreads + t: coalesced, no staging). A publisher stores it and
-    // raises its flag; the owner waits for the later workers' flags (they computed their part
-    // first thing in their shares), adds their partials in worker order (the same bits whichever
-    // finished first) and goes on to the normal epilogue.
-    if (!kOneTile && supports_stream_k(BM, T::Pingpong) && (sk_publisher || sk_owner)) {
-      constexpr int kTileThreads = T::kTileThreads, kVecs = BN / 8;  // float4s of accumulators per thread
-      const int sk_slot = cta_rank * (grid_size() / kCluster) + cta_index() / kCluster;
-      if (sk_publisher) {
-        float4* const part = reinterpret_cast<float4*>(p.sk_partials) + size_t(sk_slot) * (BM * BN / 4) + ttid;
-        CUTE_UNROLL
-        for (int i = 0; i < kVecs; ++i)
-          __stcg(part + i * kTileThreads, make_float4(acc(4 * i), acc(4 * i + 1), acc(4 * i + 2), acc(4 * i + 3)));
-        __threadfence();
-        cutlass::arch::NamedBarrier::arrive_and_wait(kTileThreads, tile_barrier);
-        if (ttid == 0) store_release(p.sk_flags + sk_slot, 1);
-        continue;
-      }
-      for (int v = cta_index() / kCluster + 1, slot = sk_slot + 1; sk_folds_from(sched, w, v, grid_size() / kCluster);
-           ++v, ++slot) {
-        while (load_acquire(p.sk_flags + slot) == 0) {
-        }
-        const float4* const part = reinterpret_cast<const float4*>(p.sk_partials) + size_t(slot) * (BM * BN / 4) + ttid;
-        CUTE_UNROLL
-        for (int i = 0; i < kVecs; ++i) {
-          const float4 x = __ldcg(part + i * kTileThreads);
-          acc(4 * i) += x.x, acc(4 * i + 1) += x.y, acc(4 * i + 2) += x.z, acc(4 * i + 3) += x.w;
-        }
-      }
-    }
+    // Stream-K: a share's partial goes out, or the owner folds the later shares' partials in.
+    if (!kOneTile && supports_stream_k(BM, T::Pingpong) && (sk_publisher || sk_owner) &&
+        stream_k_fixup(p, w, sk_publisher, acc, ttid, tile_barrier, cta_rank))
+      continue;  // a publisher's share: its partial is out, the owner writes the tile
 
     // The tile's coordinates, only now: registers kept across the mainloop spilled a 128x256 tile.
     const TileCoord c = kOneTile ? one_tile_coord<ClusterM, ClusterN>(cta_rank) : cta_tile(w.tile, tiles_mc, tiles_nc, cta_rank, ClusterM, ClusterN);
