@@ -63,7 +63,10 @@ Environment read(unsigned generation) {
     if (!s.ok() && e.gemm_error.ok()) e.gemm_error = s;
   e.gemm_pdl = pdl != 0;
   e.gemm_one_tile = one_tile != 0;
+  int dynamic = 1;
   e.attn_error = choice("TESSERA_ATTN_ARCH", {"80", "90"}, {80, 90}, "80 or 90", &e.attn_arch);
+  if (Status s = binary("TESSERA_ATTN_DYNAMIC", &dynamic); !s.ok() && e.attn_error.ok()) e.attn_error = s;
+  e.attn_dynamic = dynamic != 0;
   e.attn_config = text("TESSERA_ATTN_CONFIG");
   e.tune_cache_set = std::getenv("TESSERA_TUNE_CACHE") != nullptr;
   e.tune_cache = text("TESSERA_TUNE_CACHE");

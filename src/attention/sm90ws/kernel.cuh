@@ -7,7 +7,8 @@
 //     online softmax (mainloop.cuh: mma), then each stores its rows (epilogue.cuh) while the producer
 //     already loads the next block's K, V and (where O has its own buffer) Q.
 // The CTA's place in the problem and its key-block range (masks, windows, causal longest-first order)
-// come from QueryBlock (attention/common.cuh), as in the other families.
+// come from QueryBlock (attention/common.cuh), as in the other families; which blocks it takes, from
+// the walk (launch.hpp: Walk; the dynamic one in scheduler.cuh).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -18,6 +19,7 @@
 #include "attention/sm90ws/epilogue.cuh"
 #include "attention/sm90ws/launch.hpp"
 #include "attention/sm90ws/mainloop.cuh"
+#include "attention/sm90ws/scheduler.cuh"
 #include "attention/sm90ws/traits.cuh"
 
 namespace tessera::attn::sm90ws {
@@ -30,11 +32,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(const __grid_
   const AttnParams& p = kp.p;
   const int warp_group = int(threadIdx.x) / 128;
   // The blocks this CTA walks, [first, end) by stride, in the grid's order (blocks that share K and V
-  // side by side, for L2; causal, the longest first): its own block, every gridDim.x-th block, or
-  // its share of consecutive blocks (launch.hpp: Walk).
+  // side by side, for L2; causal, the longest first): its own block, every gridDim.x-th block, its
+  // share of consecutive blocks, or the tickets it draws (launch.hpp: Walk).
   const int blocks = p.m_blocks * p.heads_q * p.batch, cta = int(blockIdx.x), ctas = int(gridDim.x);
+  const bool dynamic = kp.walk == kDynamic;
   int first = p.block0 + cta, end = first + 1, stride = 1;
-  if (kp.walk == kStrided) end = blocks, stride = ctas;
+  if (kp.walk == kStrided || dynamic) end = blocks, stride = ctas;
   if (kp.walk == kChunk) first = int(int64_t(blocks) * cta / ctas), end = int(int64_t(blocks) * (cta + 1) / ctas);
   auto block_at = [&](int block) { return query_block<T::BM, T::BN, T::Causal>(p, block); };
 
@@ -51,6 +54,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(const __grid_
       EmptyBarrier::init(&smem.k_empty[s], 4 * T::kConsumers);
       EmptyBarrier::init(&smem.v_empty[s], 4 * T::kConsumers);
     }
+    for (int i = 0; i < 2; ++i) {
+      EmptyBarrier::init(&smem.tickets.full[i], 1);
+      EmptyBarrier::init(&smem.tickets.empty[i], 4 * T::kConsumers);
+    }
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();
@@ -62,17 +69,23 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(const __grid_
     if (threadIdx.x < 32) {
       const bool leader = cute::elect_one_sync();
       uint32_t tail_phase = 0;  // the producer's own barrier for a varlen sequence's last V block
-      for (int block = first; block < end; block += stride) {
+      for (int block = first, visit = 0; block < end; ++visit) {
         const QueryBlock qb = block_at(block);
-        if (qb.row0 >= qb.seqlen_q) continue;  // past a shorter varlen sequence's end: no rows
-        if (qb.n_end > qb.n_begin) {
-          load<T>(kp, smem, qb, st, q_phase, tail_phase, leader);
-        } else {  // no key to see: nothing to load, but Q's buffer changes hands all the same
-          EmptyBarrier::wait(&smem.q_empty, q_phase ^ 1);
-          if (leader) FullBarrier::arrive(&smem.q_full);
+        if (qb.row0 < qb.seqlen_q) {  // else past a shorter varlen sequence's end: no rows
+          if (qb.n_end > qb.n_begin) {
+            load<T>(kp, smem, qb, st, q_phase, tail_phase, leader);
+          } else {  // no key to see: nothing to load, but Q's buffer changes hands all the same
+            EmptyBarrier::wait(&smem.q_empty, q_phase ^ 1);
+            if (leader) FullBarrier::arrive(&smem.q_full);
+          }
+          q_phase ^= 1;
         }
-        q_phase ^= 1;
+        // The next block: drawn once this one's loads are issued (its consumers need it only when
+        // done with it), so that no value lives across them (the producer's registers are few).
+        block = dynamic ? publish_ticket(smem.tickets, visit, threadIdx.x == 0 ? draw_ticket(kp.tickets) : 0)
+                        : block + stride;
       }
+      if (dynamic && threadIdx.x == 0) stop_drawing(kp.tickets);
     }
     return;
   }
@@ -84,9 +97,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(const __grid_
   // Every block takes Q's buffer (q_full) and gives it back (q_empty) once its last S = Q K^T (mma),
   // or, where O leaves through that buffer, its epilogue is done; a block without keys (O = 0,
   // LSE = -inf) only takes and gives.
-  for (int block = first; block < end; block += stride) {
+  // A dynamic walk's next block is read back from shared memory at the top of the loop, where it is
+  // needed, rather than carried through the block in a register.
+  for (int visit = 0;; ++visit) {
+    const int block = !dynamic ? first + visit * stride : visit == 0 ? first : take_ticket(smem.tickets, visit - 1);
+    if (block >= end) break;
     const QueryBlock qb = block_at(block);
-    if (qb.row0 >= qb.seqlen_q) continue;  // as the producer: neither touches a barrier
+    if (qb.row0 >= qb.seqlen_q) continue;  // as the producer: neither touches Q's or the rings' barriers
     clear(acc_o);
     OnlineSoftmax<kRows> softmax;
     softmax.init();

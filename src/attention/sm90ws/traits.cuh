@@ -7,6 +7,7 @@
 
 #include "attention/params.hpp"
 #include "attention/sm90ws/launch.hpp"
+#include "attention/sm90ws/scheduler.cuh"
 
 namespace tessera::attn::sm90ws {
 
@@ -99,6 +100,7 @@ struct Traits {
     uint64_t q_full, q_empty, v_tail;
     uint64_t k_full[Stages], k_empty[Stages];
     uint64_t v_full[Stages], v_empty[Stages];
+    TicketRing tickets;  // the dynamic walk's next blocks (scheduler.cuh)
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
   static_assert(BM % 64 == 0 && BN % 16 == 0 && BN <= 256, "tile vs WGMMA");
@@ -111,7 +113,8 @@ struct KernelParams {
   typename T::TmaQ tma_q;
   typename T::TmaK tma_k;
   typename T::TmaV tma_v;
-  int walk = 0;  // how CTAs take blocks (launch.hpp: Walk)
+  int walk = 0;                // how CTAs take blocks (launch.hpp: Walk)
+  unsigned* tickets = nullptr;  // kDynamic: this launch's counters (tickets.hpp)
 };
 
 }  // namespace tessera::attn::sm90ws
