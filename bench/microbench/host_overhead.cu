@@ -28,6 +28,11 @@
 #include "tessera/tessera.hpp"
 
 __global__ void empty_kernel() {}
+// The size of an sm90 GEMM launch's parameters (TMA descriptors and the plain ones).
+struct BigParams {
+  alignas(64) unsigned char bytes[1024];
+};
+__global__ void empty_kernel_params(const __grid_constant__ BigParams p) {}
 
 // Median over `rounds` of the host time per call of `n` calls; the stream is drained between
 // rounds so that a full launch queue never makes the host wait for the GPU.
@@ -106,6 +111,36 @@ int main(int argc, char** argv) {
   }
   const double plain = host_us([&] { empty_kernel<<<sms, 384, smem, stream>>>(); }, stream);
   std::printf("<<<>>> launch                     %7.2f\n", plain);
+  // The same with 1 KB of parameters, through the runtime and through the driver (the kernel's
+  // CUfunction looked up once): what part of a launch is the runtime's, what part the parameters'.
+  {
+    BigParams big{};
+    CHECK(cudaFuncSetAttribute(empty_kernel_params, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(sms);
+    cfg.blockDim = dim3(384);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    const double rt = host_us([&] { CHECK(cudaLaunchKernelEx(&cfg, empty_kernel_params, big)); }, stream);
+    std::printf("cudaLaunchKernelEx, 1 KB params   %7.2f\n", rt);
+    cudaFunction_t fn = nullptr;
+    CHECK(cudaGetFuncBySymbol(&fn, reinterpret_cast<const void*>(empty_kernel_params)));
+    void* cu_launch = nullptr;
+    CHECK(cudaGetDriverEntryPointByVersion("cuLaunchKernelEx", &cu_launch, 12000, cudaEnableDefault, &q));
+    auto launch_ex = reinterpret_cast<PFN_cuLaunchKernelEx_v11060>(cu_launch);
+    CUlaunchConfig dcfg = {};
+    dcfg.gridDimX = unsigned(sms), dcfg.gridDimY = dcfg.gridDimZ = 1;
+    dcfg.blockDimX = 384, dcfg.blockDimY = dcfg.blockDimZ = 1;
+    dcfg.sharedMemBytes = unsigned(smem);
+    dcfg.hStream = stream;
+    void* args[] = {&big};
+    const double drv = host_us(
+        [&] {
+          if (launch_ex(&dcfg, reinterpret_cast<CUfunction>(fn), args, nullptr) != CUDA_SUCCESS) std::exit(3);
+        },
+        stream);
+    std::printf("cuLaunchKernelEx, 1 KB params     %7.2f\n", drv);
+  }
   const double getdev = host_us([&] { CHECK(cudaGetDevice(&dev)); }, stream);
   std::printf("cudaGetDevice                     %7.2f\n", getdev);
 
