@@ -3,8 +3,8 @@
 // global memory into the mma.sync B fragments: no shared-memory staging, no pipeline barriers, no
 // workspace, so a CTA starts streaming at once (a decode step is dozens of such launches).
 //
-// A CTA owns 8 kN rows of W over the whole of K (N = 2048 weights, kN = 1: 256 CTAs, two per SM);
-// its warps split K into contiguous ranges, ask L2 for all of their share at entry (prefetch), keep a step of
+// A CTA owns 8 rows of W over the whole of K (N = 2048 weights: 256 CTAs, two per SM); its warps
+// split K into contiguous ranges, ask L2 for all of their share at entry (prefetch), keep a step of
 // loads in flight, and their partial sums meet in shared memory, added in warp order
 // (deterministic). Each
 // 32-element chunk of K feeds two m16n8k16 MMAs per m16 tile, with K permuted so that every
@@ -66,30 +66,23 @@ __device__ __forceinline__ uint4 load_x(const uint16_t* p, bool in) {
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 // kMT: m16 tiles of X (rows_x <= 16 kMT); kHalf: rows_x <= 8, so the upper 8 rows of the one tile are
-// zeros that need neither loads nor registers. kN: n8 tiles of W per CTA. Every CTA reads all of X
-// (from L2) for its 8 kN rows of W, so at 16 rows of X and kN = 1 the CTAs read twice as many bytes
-// of X as of W; kN = 2 halves that.
-template <bool BF16, int kMT, bool kHalf, int kN>
+// zeros that need neither loads nor registers.
+template <bool BF16, int kMT, bool kHalf>
 __global__ void __launch_bounds__(kThreads) skinny_kernel(Operands op, EpilogueParams epi) {
   static_assert(!kHalf || kMT == 1, "half a tile: one m16 tile");
   // Chunks per step. The loads of step i + 1 are issued before the MMAs of step i (a register double
   // buffer), so a warp always has a step in flight; left alone, the compiler interleaved each load
-  // with the MMAs that use it, one step at a time. Fewer where a step holds more fragments (registers).
-  constexpr int kUnroll = kMT == 1 && kN == 1 ? 4 : 2;
-  constexpr int kRowsX = 16 * kMT, kRowsW = 8 * kN, kHalves = kHalf ? 1 : 2;
-  __shared__ float red[kWarps][kRowsX][kRowsW + 1];  // +1: the warps' stores of one row spread over banks
+  // with the MMAs that use it, one step at a time.
+  constexpr int kUnroll = kMT == 1 ? 4 : 2;
+  constexpr int kRowsX = 16 * kMT, kHalves = kHalf ? 1 : 2;
+  __shared__ float red[kWarps][kRowsX][8 + 1];  // +1: the warps' stores of one row spread over banks
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int l = blockIdx.y;
-  const int w0 = blockIdx.x * kRowsW;
+  const int w0 = blockIdx.x * 8;
   const auto* x = static_cast<const uint16_t*>(op.x) + l * op.batch_stride_x;
   const auto* w = static_cast<const uint16_t*>(op.w) + l * op.batch_stride_w;
-  bool w_row_in[kN];
-  const uint16_t* w_row[kN];
-#pragma unroll
-  for (int j = 0; j < kN; ++j) {
-    w_row_in[j] = w0 + 8 * j + g < op.rows_w;
-    w_row[j] = w + int64_t(w_row_in[j] ? w0 + 8 * j + g : 0) * op.ldw;
-  }
+  const bool w_row_in = w0 + g < op.rows_w;
+  const uint16_t* w_row = w + int64_t(w_row_in ? w0 + g : 0) * op.ldw;
 
   // This warp's contiguous share of the K chunks, asked of DRAM at once: each 128-byte line of its
   // W row (two chunks) by one of the row's four threads.
@@ -99,22 +92,19 @@ __global__ void __launch_bounds__(kThreads) skinny_kernel(Operands op, EpilogueP
   // at once, and the prefetch is safe before the wait (L2 is where that kernel's writes land); the
   // loads into registers are not.
   allow_dependent_launch();
-#pragma unroll
-  for (int j = 0; j < kN; ++j)
-    if (w_row_in[j])
-      for (int c = c_begin + 2 * t; c < c_end; c += 8) prefetch_l2(w_row[j] + c * kChunk);
+  if (w_row_in)
+    for (int c = c_begin + 2 * t; c < c_end; c += 8) prefetch_l2(w_row + c * kChunk);
   wait_for_prior_grid();
 
   struct Step {
-    uint4 w[kUnroll][kN], x[kUnroll][kMT][kHalves];
+    uint4 w[kUnroll], x[kUnroll][kMT][kHalves];
   };
   auto load = [&](Step& st, int c) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int k0 = (c + u) * kChunk + 8 * t;
       const bool kin = c + u < c_end && k0 < op.k;  // K is a multiple of 8: a group is all in or all out
-#pragma unroll
-      for (int j = 0; j < kN; ++j) st.w[u][j] = load_w(w_row[j] + k0, kin && w_row_in[j]);
+      st.w[u] = load_w(w_row + k0, kin && w_row_in);
 #pragma unroll
       for (int i = 0; i < kMT; ++i)
 #pragma unroll
@@ -124,18 +114,16 @@ __global__ void __launch_bounds__(kThreads) skinny_kernel(Operands op, EpilogueP
         }
     }
   };
-  float acc[kMT][kN][4] = {};
+  float acc[kMT][4] = {};
   auto mma = [&](const Step& st) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
-      for (int i = 0; i < kMT; ++i)
-#pragma unroll
-        for (int j = 0; j < kN; ++j) {
-          const uint4 a = st.x[u][i][0], a8 = kHalf ? uint4{} : st.x[u][i][kHalves - 1], b = st.w[u][j];
-          mma16816<BF16>(acc[i][j], a.x, a8.x, a.y, a8.y, b.x, b.y);
-          mma16816<BF16>(acc[i][j], a.z, a8.z, a.w, a8.w, b.z, b.w);
-        }
+      for (int i = 0; i < kMT; ++i) {
+        const uint4 a = st.x[u][i][0], a8 = kHalf ? uint4{} : st.x[u][i][kHalves - 1], b = st.w[u];
+        mma16816<BF16>(acc[i], a.x, a8.x, a.y, a8.y, b.x, b.y);
+        mma16816<BF16>(acc[i], a.z, a8.z, a.w, a8.w, b.z, b.w);
+      }
   };
   Step cur, next;
   load(cur, c_begin);
@@ -150,17 +138,15 @@ __global__ void __launch_bounds__(kThreads) skinny_kernel(Operands op, EpilogueP
 #pragma unroll
   for (int i = 0; i < kMT; ++i)
 #pragma unroll
-    for (int j = 0; j < kN; ++j)
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-        if (!kHalf || r < 2) red[warp][16 * i + g + 8 * (r / 2)][8 * j + 2 * t + r % 2] = acc[i][j][r];
+    for (int r = 0; r < 4; ++r)
+      if (!kHalf || r < 2) red[warp][16 * i + g + 8 * (r / 2)][2 * t + r % 2] = acc[i][r];
   __syncthreads();
-  // Small M: D(m = X row, n = 8 of the W rows). Small N: D(m = W row, n = X rows n0..n0+7).
+  // Small M: D(m = X row, n = the 8 W rows). Small N: D(m = W row, n = X rows n0..n0+7).
   const int rows_x = kHalf ? 8 : kRowsX;
-  const int groups = op.x_is_a ? rows_x * kN : kRowsW * (rows_x / 8);
+  const int groups = op.x_is_a ? rows_x : 8 * (rows_x / 8);
   for (int q = threadIdx.x; q < groups; q += kThreads) {
-    const int xr = op.x_is_a ? q / kN : 8 * (q % (rows_x / 8));  // first X row of the group
-    const int wr = op.x_is_a ? 8 * (q % kN) : q / (rows_x / 8);  // first W row of the group
+    const int xr = op.x_is_a ? q : 8 * (q % (rows_x / 8));  // first X row of the group
+    const int wr = op.x_is_a ? 0 : q / (rows_x / 8);        // first W row of the group
     const int m = op.x_is_a ? xr : w0 + wr;                 // the canonical D row
     if (m >= (op.x_is_a ? op.rows_x : op.rows_w)) continue;
     float v[8];
@@ -171,7 +157,7 @@ __global__ void __launch_bounds__(kThreads) skinny_kernel(Operands op, EpilogueP
       for (int k = 0; k < kWarps; ++k) s += op.x_is_a ? red[k][xr][wr + e] : red[k][xr + e][wr];
       v[e] = s;
     }
-    epilogue_row8<true>(epi, l, m, op.x_is_a ? w0 + wr : xr, op.x_is_a ? op.rows_w : op.rows_x, v);
+    epilogue_row8<true>(epi, l, m, op.x_is_a ? w0 : xr, op.x_is_a ? op.rows_w : op.rows_x, v);
   }
 }
 

@@ -1,5 +1,4 @@
-// The skinny GEMM's launcher and its eight instantiations (A/B dtype x at most 8, 16 or 64 rows of X,
-// at 16 rows with 8 or 16 rows of W per CTA).
+// The skinny GEMM's launcher and its six instantiations (A/B dtype x at most 8, 16 or 64 rows of X).
 #include "gemm/launch_batched.hpp"
 #include "gemm/skinny/kernel.cuh"
 #include "gemm/skinny/skinny.hpp"
@@ -7,10 +6,10 @@
 namespace tessera::gemm_impl::skinny {
 namespace {
 
-template <bool BF16, int kMT, bool kHalf, int kN = 1>
+template <bool BF16, int kMT, bool kHalf>
 cudaError_t launch(const Operands& op, const EpilogueParams& epi, int batch, bool dependent_launch, cudaStream_t stream) {
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned((op.rows_w + 8 * kN - 1) / (8 * kN)), unsigned(batch));
+  cfg.gridDim = dim3(unsigned((op.rows_w + 7) / 8), unsigned(batch));
   cfg.blockDim = dim3(kThreads);
   cfg.stream = stream;
   cudaLaunchAttribute attr = {};
@@ -18,17 +17,14 @@ cudaError_t launch(const Operands& op, const EpilogueParams& epi, int batch, boo
   attr.val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = &attr;
   cfg.numAttrs = dependent_launch ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, skinny_kernel<BF16, kMT, kHalf, kN>, op, epi);
+  return cudaLaunchKernelEx(&cfg, skinny_kernel<BF16, kMT, kHalf>, op, epi);
 }
 
 template <bool BF16>
 cudaError_t launch_rows(const Operands& op, const EpilogueParams& epi, int batch, bool dependent_launch,
                         cudaStream_t stream) {
   if (op.rows_x <= 8) return launch<BF16, 1, true>(op, epi, batch, dependent_launch, stream);
-  // 16 rows of W per CTA where that still leaves 64 CTAs or more: fewer reads of X (kernel.cuh).
-  if (op.rows_x <= 16)
-    return op.rows_w >= 1024 ? launch<BF16, 1, false, 2>(op, epi, batch, dependent_launch, stream)
-                             : launch<BF16, 1, false>(op, epi, batch, dependent_launch, stream);
+  if (op.rows_x <= 16) return launch<BF16, 1, false>(op, epi, batch, dependent_launch, stream);
   return launch<BF16, 4, false>(op, epi, batch, dependent_launch, stream);
 }
 
