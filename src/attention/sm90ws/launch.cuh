@@ -17,7 +17,7 @@ cudaError_t launch(const AttnParams& p, int max_sms, cudaStream_t stream) {
   static std::atomic<unsigned long long> configured{0};  // per device: the smem limit was raised
   Walk walk = block_walk(p, S::D, S::BM, Causal, T::kSeparateO);
   unsigned* tickets = nullptr;
-  if (walk != kStrided && detail::environment().attn_dynamic)
+  if (Causal && detail::environment().attn_dynamic)  // block_walk: kChunk or kOwnBlock
     if ((tickets = ticket_counters(stream))) walk = kDynamic;
   KernelParams<T> kp{p, T::make_tma_q(p), T::make_tma_k(p), T::make_tma_v(p), walk, tickets};
   return launch_kernel(&attention_kernel<T>, S::BM, T::kThreads, T::kSmemBytes, configured, kp, max_sms, stream,
