@@ -99,6 +99,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(const __grid_
   // LSE = -inf) only takes and gives.
   // A dynamic walk's next block is read back from shared memory at the top of the loop, where it is
   // needed, rather than carried through the block in a register.
+  start_turns<T>(wg);
   for (int visit = 0;; ++visit) {
     const int block = !dynamic ? first + visit * stride : visit == 0 ? first : take_ticket(smem.tickets, visit - 1);
     if (block >= end) break;
@@ -117,6 +118,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(const __grid_
     if constexpr (!T::kSeparateO) release_q<T>(smem, ctid);
     q_phase ^= 1;
   }
+  end_turns<T>(wg);
 #endif
 }
 

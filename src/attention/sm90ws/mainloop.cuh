@@ -115,6 +115,23 @@ __device__ __forceinline__ void load(KernelParams<T> const& kp, typename T::Shar
   }
 }
 
+// The two consumers' turns on the tensor core (ping-pong; mma() takes and passes them) form one chain
+// over all of the CTA's blocks: consumer 1 hands the first turn to consumer 0 before its first block,
+// and each hands over after each of its turns, its last one included, so that consumer 0 starts the
+// next block's first S = Q K^T while consumer 1 still stores this block's O. Both take as many turns
+// (the same per block), so consumer 1's hand-overs outnumber consumer 0's takes by the first:
+// consumer 0 takes that one at the end, and no barrier is left half-arrived at exit.
+template <class T>
+__device__ __forceinline__ void start_turns(int wg) {
+  if constexpr (T::kPingPong)
+    if (wg == 1) cutlass::arch::NamedBarrier::arrive(2 * 128, kTurnBarrier);
+}
+template <class T>
+__device__ __forceinline__ void end_turns(int wg) {
+  if constexpr (T::kPingPong)
+    if (wg == 0) cutlass::arch::NamedBarrier::sync(2 * 128, kTurnBarrier);
+}
+
 // One arrive per consumer warp: this warp no longer reads Q's buffer (its last S = Q K^T is done,
 // or, where O leaves through Q's buffer, its epilogue).
 template <class T>
@@ -150,18 +167,14 @@ __device__ __forceinline__ void mma(typename T::SharedStorage& smem, const AttnP
   Tensor rP = make_tensor_like<Element>(partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{}));  // P, 16-bit
   Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));  // ((2,2,2),1,BN/16): the A operand of P V
 
-  // Turns (two consumers): wait for mine before issuing GEMMs, hand over after; consumer 1 starts by
-  // handing the first turn to consumer 0. Every consumer takes as many turns as the other, and the
-  // last one skips its final hand-over, so no barrier is left half-arrived at exit.
+  // Turns (two consumers): wait for mine before issuing GEMMs, hand over after; the chain runs on
+  // from one block to the next (start_turns / end_turns).
   auto take_turn = [&] {
     if constexpr (T::kPingPong) cutlass::arch::NamedBarrier::sync(2 * 128, kTurnBarrier + wg);
   };
-  auto pass_turn = [&](bool last) {
-    if constexpr (T::kPingPong)
-      if (!(last && wg == 1)) cutlass::arch::NamedBarrier::arrive(2 * 128, kTurnBarrier + (wg ^ 1));
+  auto pass_turn = [&] {
+    if constexpr (T::kPingPong) cutlass::arch::NamedBarrier::arrive(2 * 128, kTurnBarrier + (wg ^ 1));
   };
-  if constexpr (T::kPingPong)
-    if (wg == 1) cutlass::arch::NamedBarrier::arrive(2 * 128, kTurnBarrier);
   // One arrive per consumer warp frees a stage (its WGMMAs that read it have completed).
   auto release = [&](uint64_t* empty) {
     if (ctid % 32 == 0) EmptyBarrier::arrive(empty);
@@ -209,7 +222,7 @@ __device__ __forceinline__ void mma(typename T::SharedStorage& smem, const AttnP
     FullBarrier::wait(&smem.k_full[k_st.stage], k_st.phase);
     take_turn();
     issue_s(acc_s, k_st.stage);
-    pass_turn(false);
+    pass_turn();
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc_s);
     release(&smem.k_empty[k_st.stage]);
@@ -225,7 +238,7 @@ __device__ __forceinline__ void mma(typename T::SharedStorage& smem, const AttnP
     take_turn();
     issue_s(acc_s, k_st.stage);
     issue_pv(v_st.stage);
-    pass_turn(false);
+    pass_turn();
     warpgroup_wait<1>();  // S(n) is done; P(n+1) V(n+1) may still run
     warpgroup_fence_operand(acc_s);
     release(&smem.k_empty[k_st.stage]);
@@ -246,7 +259,7 @@ __device__ __forceinline__ void mma(typename T::SharedStorage& smem, const AttnP
   FullBarrier::wait(&smem.v_full[v_st.stage], v_st.phase);
   take_turn();
   issue_pv(v_st.stage);
-  pass_turn(true);
+  pass_turn();
   warpgroup_wait<0>();
   warpgroup_fence_operand(acc_o);
   release(&smem.v_empty[v_st.stage]);
