@@ -60,6 +60,12 @@ if [ "$mode" = all ] || [ "$mode" = tests ]; then
     TESSERA_ATTN_ARCH=80 "$build/tests/tessera_gpu_tests" --gtest_brief=1 --gtest_filter='*Attn*' \
       >"$out/tests_attn_sm80.log" 2>&1 || status=1
     tail -8 "$out/tests_attn_sm80.log"
+    # Causal d = 64 runs the 128-row tile up to 1024 query rows (attention/api.cpp): its 192-row
+    # tile at every sequence pair too.
+    echo "== GPU attention tests, d64 on fa3_sm90_d64_192x128"
+    TESSERA_ATTN_CONFIG=fa3_sm90_d64_192x128 "$build/tests/tessera_gpu_tests" --gtest_brief=1 \
+      --gtest_filter='*AttnCross*/d64_*' >"$out/tests_attn_d64_192.log" 2>&1 || status=1
+    tail -4 "$out/tests_attn_d64_192.log"
   fi
 fi
 

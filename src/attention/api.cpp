@@ -61,12 +61,24 @@ bool head_dim_supported(int64_t head_dim) {
   return false;
 }
 
+// The sm90ws row for causal d = 64 calls of up to this many query rows (the longest sequence's):
+// configs.def.
+constexpr int64_t kShortRowsD64 = 1024;
+const AttnConfig* named(const char* name) {
+  for (const AttnConfig& c : kConfigs)
+    if (std::string(c.name) == name) return &c;
+  return nullptr;
+}
+
 // The default configuration for a head dim on a device of compute capability `cc` (major*10+minor):
-// on cc 9.0 the first sm90ws row, then the first sm90 row (TESSERA_ATTN_ARCH: 90 keeps the sm90
-// family, 80 the sm80 one), else the first sm80 row; with `varlen`, the first such row that runs
-// variable-length batches; null if none.
-const AttnConfig* config_for(int64_t head_dim, int cc, int arch, bool varlen) {
+// on cc 9.0 the first sm90ws row (causal d = 64 with at most kShortRowsD64 query rows: its 128-row
+// one), then the first sm90 row (TESSERA_ATTN_ARCH: 90 keeps the sm90 family, 80 the sm80 one), else
+// the first sm80 row; with `varlen`, the first such row that runs variable-length batches; null if
+// none. `rows`: the query rows (varlen: the longest sequence's).
+const AttnConfig* config_for(int64_t head_dim, int cc, int arch, bool varlen, int64_t rows, bool causal) {
   const bool hopper = cc == 90 && arch != 80;
+  if (hopper && arch != 90 && head_dim == 64 && causal && rows <= kShortRowsD64)
+    if (const AttnConfig* c = named("fa3_sm90_d64_128x128")) return c;
   for (int family : {91, 90})
     for (const AttnConfig& c : kConfigs)
       if (c.d == head_dim && c.arch == family && hopper && !(family == 91 && arch == 90) && (c.varlen || !varlen))
@@ -80,10 +92,10 @@ const AttnConfig* config_for(int64_t head_dim, int cc, int arch, bool varlen) {
 // this head dim (and, for a varlen call, one that runs them); without it, the default for the
 // device. The overrides come from the environment snapshot (core/environment.hpp), read once per
 // process.
-Status requested_config(int64_t head_dim, int cc, bool varlen, const AttnConfig** out) {
+Status requested_config(int64_t head_dim, int cc, bool varlen, int64_t rows, bool causal, const AttnConfig** out) {
   const detail::Environment& env = detail::environment();
   if (!env.attn_error.ok()) return env.attn_error;
-  *out = config_for(head_dim, cc, env.attn_arch, varlen);
+  *out = config_for(head_dim, cc, env.attn_arch, varlen, rows, causal);
   if (env.attn_config.empty()) return Status::success();
   for (const AttnConfig& c : kConfigs)
     if (env.attn_config == c.name) {
@@ -277,7 +289,7 @@ AttnParams params_of(const AttentionArgs& args) {
 
 Status check_prefill_overrides(int64_t head_dim, bool varlen) {
   const AttnConfig* cfg = nullptr;
-  return requested_config(head_dim, 0, varlen, &cfg);
+  return requested_config(head_dim, 0, varlen, 0, false, &cfg);
 }
 
 Status check_device(const detail::DeviceInfo& dev) {
@@ -290,12 +302,16 @@ Status run_prefill(const detail::DeviceInfo& dev, int64_t head_dim, bool bf16, b
                    int max_sms, void* stream) {
   const int cc = dev.cc_major * 10 + dev.cc_minor;
   const AttnConfig* cfg = nullptr;
-  if (Status s = requested_config(head_dim, cc, varlen, &cfg); !s.ok()) return s;
+  const int64_t rows = varlen ? p.max_seqlen_q : p.seqlen_q;
+  // The causal instantiations are those of a right window of 0 (causal or not: the same mask), which
+  // they run longest query block first.
+  const bool causal = p.window_right == 0;
+  if (Status s = requested_config(head_dim, cc, varlen, rows, causal, &cfg); !s.ok()) return s;
   if (!cfg)  // validation admits only head dims with a row; a varlen call may still find none
     return fail(TESSERA_STATUS_NOT_SUPPORTED, "no attention configuration for head_dim " + std::to_string(head_dim) +
                                                   (varlen ? " runs variable-length batches" : ""));
   // Operands a TMA descriptor cannot describe (a broadcast stride) go to the cp.async families.
-  if (cfg->arch == 91 && !sm90ws::supports(p)) cfg = config_for(head_dim, cc, 90, varlen);
+  if (cfg->arch == 91 && !sm90ws::supports(p)) cfg = config_for(head_dim, cc, 90, varlen, rows, causal);
   if (cfg->arch >= 90 && cc != 90)
     return fail(TESSERA_STATUS_NOT_SUPPORTED, std::string(cfg->name) + " is an sm_90a kernel; this device is sm_" +
                                                   std::to_string(cc));
@@ -303,9 +319,6 @@ Status run_prefill(const detail::DeviceInfo& dev, int64_t head_dim, bool bf16, b
     return fail(TESSERA_STATUS_NOT_SUPPORTED, std::string(cfg->name) + " needs " + std::to_string(cfg->smem_bytes) +
                                                   " bytes of shared memory; the device allows " +
                                                   std::to_string(dev.smem_optin));
-  // The causal instantiations are those of a right window of 0 (causal or not: the same mask), which
-  // they run longest query block first.
-  const bool causal = p.window_right == 0;
   const auto s = static_cast<cudaStream_t>(stream);
   const cudaError_t e = cfg->arch == 91   ? sm90ws::run(cfg->id, bf16, causal, p, max_sms, s)
                         : cfg->arch == 90 ? sm90::run(cfg->id, bf16, causal, p, max_sms, s)
