@@ -302,7 +302,7 @@ Status run_prefill(const detail::DeviceInfo& dev, int64_t head_dim, bool bf16, b
                    int max_sms, void* stream) {
   const int cc = dev.cc_major * 10 + dev.cc_minor;
   const AttnConfig* cfg = nullptr;
-  const int64_t rows = varlen ? p.max_seqlen_q : p.seqlen_q;
+  const int64_t rows = planned_rows(p);
   // The causal instantiations are those of a right window of 0 (causal or not: the same mask), which
   // they run longest query block first.
   const bool causal = p.window_right == 0;

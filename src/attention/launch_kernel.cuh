@@ -40,8 +40,7 @@ cudaError_t launch_kernel(Kernel* kernel, int block_m, int threads, int smem_byt
   AttnParams& p = attn_params_of(kp);
   // Variable-length batches: query blocks of the longest sequence for every one (the CTAs past a
   // shorter sequence's end return at once); none at all when max_seqlen_q is 0.
-  const int rows = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
-  p.m_blocks = (rows + block_m - 1) / block_m;
+  p.m_blocks = (planned_rows(p) + block_m - 1) / block_m;
   const long long blocks = (long long)p.m_blocks * p.heads_q * p.batch;  // < 2^31 (validate)
   if (persistent) {
     int sms = 0;

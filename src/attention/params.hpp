@@ -41,4 +41,8 @@ struct AttnParams {
   int block0 = 0;
 };
 
+// The query rows and keys a launch is planned for: the call's, or a variable-length batch's longest.
+inline int planned_rows(const AttnParams& p) { return p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q; }
+inline int planned_keys(const AttnParams& p) { return p.cu_seqlens_q ? p.max_seqlen_k : p.seqlen_k; }
+
 }  // namespace tessera::attn

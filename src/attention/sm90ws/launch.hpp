@@ -27,8 +27,7 @@ namespace tessera::attn::sm90ws {
 // blocks all take the same time, and there it measured no gain over the static walks.
 enum Walk : int { kOwnBlock = 0, kStrided = 1, kChunk = 2, kDynamic = 3 };
 inline Walk block_walk(const AttnParams& p, int head_dim, int block_m, bool causal, bool separate_o) {
-  const bool varlen = p.cu_seqlens_q != nullptr;
-  const int64_t keys = varlen ? p.max_seqlen_k : p.seqlen_k, rows = varlen ? p.max_seqlen_q : p.seqlen_q;
+  const int64_t keys = planned_keys(p), rows = planned_rows(p);
   if (!causal) return keys * head_dim <= (int64_t(1) << 20) ? kStrided : kOwnBlock;
   return separate_o && (rows + block_m - 1) / block_m <= 6 ? kChunk : kOwnBlock;
 }
