@@ -64,9 +64,9 @@ bool head_dim_supported(int64_t head_dim) {
 // The sm90ws row for causal d = 64 calls of up to this many query rows (the longest sequence's):
 // configs.def.
 constexpr int64_t kShortRowsD64 = 1024;
-const AttnConfig* named(const char* name) {
+const AttnConfig* named(const std::string& name) {
   for (const AttnConfig& c : kConfigs)
-    if (std::string(c.name) == name) return &c;
+    if (name == c.name) return &c;
   return nullptr;
 }
 
@@ -77,8 +77,9 @@ const AttnConfig* named(const char* name) {
 // none. `rows`: the query rows (varlen: the longest sequence's).
 const AttnConfig* config_for(int64_t head_dim, int cc, int arch, bool varlen, int64_t rows, bool causal) {
   const bool hopper = cc == 90 && arch != 80;
-  if (hopper && arch != 90 && head_dim == 64 && causal && rows <= kShortRowsD64)
-    if (const AttnConfig* c = named("fa3_sm90_d64_128x128")) return c;
+  static const AttnConfig* const short_causal_d64 = named("fa3_sm90_d64_128x128");  // looked up once
+  if (hopper && arch != 90 && head_dim == 64 && causal && rows <= kShortRowsD64 && short_causal_d64)
+    return short_causal_d64;
   for (int family : {91, 90})
     for (const AttnConfig& c : kConfigs)
       if (c.d == head_dim && c.arch == family && hopper && !(family == 91 && arch == 90) && (c.varlen || !varlen))
@@ -97,17 +98,16 @@ Status requested_config(int64_t head_dim, int cc, bool varlen, int64_t rows, boo
   if (!env.attn_error.ok()) return env.attn_error;
   *out = config_for(head_dim, cc, env.attn_arch, varlen, rows, causal);
   if (env.attn_config.empty()) return Status::success();
-  for (const AttnConfig& c : kConfigs)
-    if (env.attn_config == c.name) {
-      if (c.d != head_dim)
-        return invalid("TESSERA_ATTN_CONFIG: '" + env.attn_config + "' is for head_dim " + std::to_string(c.d) +
-                       ", not " + std::to_string(head_dim));
-      if (varlen && !c.varlen)
-        return fail(TESSERA_STATUS_NOT_SUPPORTED, "TESSERA_ATTN_CONFIG: '" + env.attn_config +
-                                                      "' does not run variable-length batches (attention_varlen)");
-      *out = &c;
-      return Status::success();
-    }
+  if (const AttnConfig* c = named(env.attn_config)) {
+    if (c->d != head_dim)
+      return invalid("TESSERA_ATTN_CONFIG: '" + env.attn_config + "' is for head_dim " + std::to_string(c->d) +
+                     ", not " + std::to_string(head_dim));
+    if (varlen && !c->varlen)
+      return fail(TESSERA_STATUS_NOT_SUPPORTED, "TESSERA_ATTN_CONFIG: '" + env.attn_config +
+                                                    "' does not run variable-length batches (attention_varlen)");
+    *out = c;
+    return Status::success();
+  }
   return invalid("TESSERA_ATTN_CONFIG: unknown configuration '" + env.attn_config + "'");
 }
 

@@ -14,7 +14,6 @@ namespace tessera::detail {
 namespace {
 
 // One slot per device ordinal, filled once and never changed: readers take no lock.
-constexpr int kMaxDevices = 64;
 std::atomic<const DeviceInfo*> g_devices[kMaxDevices];
 
 Status read_device(int dev, DeviceInfo* d) {

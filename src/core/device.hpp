@@ -5,6 +5,9 @@
 
 namespace tessera::detail {
 
+// Device ordinals the library keeps per-device state for (0 .. kMaxDevices - 1).
+constexpr int kMaxDevices = 64;
+
 struct DeviceInfo {
   int device = -1;
   int cc_major = 0, cc_minor = 0;

@@ -1,5 +1,6 @@
 // Slots of the dynamic walk's counters (tickets.hpp).
 #include "attention/sm90ws/tickets.hpp"
+#include "core/device.hpp"
 
 #include <functional>
 #include <memory>
@@ -19,9 +20,8 @@ int TicketSlots::slot(cudaStream_t stream, size_t thread, bool captured) {
 }
 
 int ticket_slot(int device, cudaStream_t stream, bool captured) {
-  constexpr int kDevices = 64;
-  static TicketSlots* tables = new TicketSlots[kDevices];  // never destroyed: usable at exit
-  if (device < 0 || device >= kDevices) return -1;
+  static TicketSlots* tables = new TicketSlots[detail::kMaxDevices];  // never destroyed: usable at exit
+  if (device < 0 || device >= detail::kMaxDevices) return -1;
   thread_local struct {
     int device = -1;
     cudaStream_t stream = nullptr;

@@ -2,6 +2,7 @@
 #include <atomic>
 
 #include "attention/sm90ws/tickets.hpp"
+#include "core/device.hpp"
 
 namespace tessera::attn::sm90ws {
 namespace {
@@ -9,10 +10,9 @@ __device__ unsigned g_ticket_pool[2 * kTicketSlots];
 }  // namespace
 
 unsigned* ticket_counters(cudaStream_t stream) {
-  constexpr int kDevices = 64;
-  static std::atomic<unsigned*> pools[kDevices];
+  static std::atomic<unsigned*> pools[detail::kMaxDevices];
   int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev >= kDevices) return nullptr;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev >= detail::kMaxDevices) return nullptr;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) return nullptr;
   const bool captured = capture != cudaStreamCaptureStatusNone;
