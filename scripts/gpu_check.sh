@@ -67,6 +67,12 @@ if [ "$mode" = all ] || [ "$mode" = tests ]; then
       --gtest_filter='*AttnCross*/d64_*' >"$out/tests_attn_d64_192.log" 2>&1 || status=1
     tail -4 "$out/tests_attn_d64_192.log"
   fi
+  # Decode calls combine their key splits in the decode kernel where a launch slot has counters; the
+  # combine kernel (no counters) on the same cases.
+  echo "== GPU decode tests, splits combined by the second kernel (TESSERA_ATTN_DYNAMIC=0)"
+  TESSERA_ATTN_DYNAMIC=0 "$build/tests/tessera_gpu_tests" --gtest_brief=1 \
+    --gtest_filter='*AttnDecode*:*KvCache*:*AttnWindow*' >"$out/tests_decode_combine_kernel.log" 2>&1 || status=1
+  tail -4 "$out/tests_decode_combine_kernel.log"
 fi
 
 if [ "$mode" = all ] || [ "$mode" = sanitize ]; then

@@ -29,7 +29,9 @@ struct Environment {
   Status attn_error;
   int attn_arch = 0;        // TESSERA_ATTN_ARCH=80|90, 0 = the device's newest family
   std::string attn_config;  // TESSERA_ATTN_CONFIG: a row name of attention/configs.def, "" = default
-  bool attn_dynamic = true;  // TESSERA_ATTN_DYNAMIC=0 keeps the sm90ws family on its static block walks
+  // TESSERA_ATTN_DYNAMIC=0: no launch-slot counters (attention/launch_slots.hpp): the sm90ws family keeps
+  // its static block walks, the decode family combines its key splits in a second kernel.
+  bool attn_dynamic = true;
 
   // Where the tuning cache file lives (gemm/tune_cache.hpp resolves them): TESSERA_TUNE_CACHE (set
   // but empty disables the cache), XDG_CACHE_HOME, HOME.

@@ -1117,4 +1117,138 @@ TEST_F(HostPath, TuneCacheSpecialFiles) {
   }
 }
 
+// ===================================================================================================
+// Decode calls with key splits, back to back on one stream and from a CUDA graph: the splits are
+// combined in the decode kernel by whichever CTA of a row tile finishes last (arrival counters in a
+// launch slot, left zeroed for the next launch) and each call is a dependent launch of the one before.
+// Every call writes its own poisoned outputs; all must be bit-identical to the first (the combine runs
+// in split order), and within one rounding of the combine kernel's (TESSERA_ATTN_DYNAMIC=0).
+// ===================================================================================================
+
+struct DecodeProblem {
+  int64_t batch, sq, sk, hq, hkv, d;
+  tt::DeviceBuffer q, k, v;
+  tessera::AttentionArgs args(void* o, float* lse) const {
+    tessera::AttentionArgs a;
+    a.q = q.p;
+    a.k = k.p;
+    a.v = v.p;
+    a.o = o;
+    a.lse = lse;
+    a.batch = batch;
+    a.seqlen_q = sq;
+    a.seqlen_k = sk;
+    a.heads_q = hq;
+    a.heads_kv = hkv;
+    a.head_dim = d;
+    tessera::bshd_strides(sq, hq, d, a.q_stride);
+    tessera::bshd_strides(sk, hkv, d, a.k_stride);
+    tessera::bshd_strides(sk, hkv, d, a.v_stride);
+    tessera::bshd_strides(sq, hq, d, a.o_stride);
+    return a;
+  }
+  size_t o_elems() const { return size_t(batch * sq * hq * d); }
+  size_t lse_elems() const { return size_t(batch * sq * hq); }
+};
+
+TEST_F(HostPath, DecodeSplitsBackToBack) {
+  // Many splits per row tile (one row tile per KV head), and several row tiles with a few splits.
+  DecodeProblem probs[2] = {{2, 1, 9000, 32, 8, 128, {}, {}, {}}, {1, 4, 5003, 16, 2, 64, {}, {}, {}}};
+  constexpr int kCalls = 24;  // per problem, interleaved
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  size_t ws_bytes = 0;
+  uint64_t seed = 11;
+  for (DecodeProblem& pr : probs) {
+    for (tt::DeviceBuffer* b : {&pr.q, &pr.k, &pr.v}) {
+      const int64_t n = b == &pr.q ? pr.batch * pr.sq * pr.hq * pr.d : pr.batch * pr.sk * pr.hkv * pr.d;
+      ASSERT_EQ(b->alloc(size_t(n) * 2), cudaSuccess);
+      ASSERT_EQ(tt::fill_uniform(b->p, DType::BF16, 1, 1, n, n, 0, seed++, s), cudaSuccess);
+    }
+    size_t bytes = 0;
+    const tessera::Status st = tessera::attention_workspace_size(pr.args(pr.q.p, nullptr), &bytes);  // o: any non-null
+    ASSERT_TRUE(st.ok()) << status_text(st);
+    ASSERT_GT(bytes, 0u) << "no key splits: the test needs a decode call that splits its keys";
+    ws_bytes = std::max(ws_bytes, bytes);
+  }
+  tt::DeviceBuffer ws;
+  ASSERT_EQ(ws.alloc(ws_bytes), cudaSuccess);
+  // Outputs: [problem][call] O (bf16) and LSE (fp32); call kCalls is the combine kernel's.
+  tt::DeviceBuffer o[2], lse[2];
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(o[i].alloc((kCalls + 1) * probs[i].o_elems() * 2), cudaSuccess);
+    ASSERT_EQ(lse[i].alloc((kCalls + 1) * probs[i].lse_elems() * 4), cudaSuccess);
+  }
+  auto out = [&](int i, int call) { return o[i].c() + call * probs[i].o_elems() * 2; };
+  auto lse_out = [&](int i, int call) { return reinterpret_cast<float*>(lse[i].c() + call * probs[i].lse_elems() * 4); };
+  auto poison = [&] {
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_EQ(cudaMemsetAsync(o[i].p, 0xFF, o[i].bytes, s), cudaSuccess);
+      ASSERT_EQ(cudaMemsetAsync(lse[i].p, 0xFF, lse[i].bytes, s), cudaSuccess);
+    }
+  };
+  auto calls = [&](int first, int count) {
+    for (int c = first; c < first + count; ++c)
+      for (int i = 0; i < 2; ++i) {
+        const tessera::Status st = tessera::attention(probs[i].args(out(i, c), lse_out(i, c)), s, ws.p, ws_bytes);
+        ASSERT_TRUE(st.ok()) << status_text(st);
+      }
+  };
+  auto check = [&](const char* what) {
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    for (int i = 0; i < 2; ++i) {
+      SCOPED_TRACE(std::string(what) + ", problem " + std::to_string(i));
+      std::vector<uint16_t> h_o((kCalls + 1) * probs[i].o_elems());
+      std::vector<float> h_lse((kCalls + 1) * probs[i].lse_elems());
+      ASSERT_EQ(cudaMemcpy(h_o.data(), o[i].p, o[i].bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(h_lse.data(), lse[i].p, lse[i].bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+      const size_t n = probs[i].o_elems(), nl = probs[i].lse_elems();
+      int bad = 0;
+      for (size_t e = 0; e < n && bad < 5; ++e) {
+        const float first = float(tt::host_value(&h_o[e], DType::BF16)), kernel = float(tt::host_value(&h_o[kCalls * n + e], DType::BF16));
+        if (!(std::fabs(first - kernel) <= 8e-3f * std::fabs(kernel) + 1e-6f))
+          ADD_FAILURE() << "O[" << e << "]: fused " << first << ", combine kernel " << kernel, ++bad;
+        for (int c = 1; c < kCalls && bad < 5; ++c)
+          if (h_o[c * n + e] != h_o[e]) ADD_FAILURE() << "call " << c << " O[" << e << "] differs from call 0", ++bad;
+      }
+      for (size_t e = 0; e < nl && bad < 5; ++e) {
+        if (!(std::fabs(h_lse[e] - h_lse[kCalls * nl + e]) <= 1e-5f * std::fabs(h_lse[kCalls * nl + e]) + 1e-6f))
+          ADD_FAILURE() << "LSE[" << e << "]: fused " << h_lse[e] << ", combine kernel " << h_lse[kCalls * nl + e], ++bad;
+        for (int c = 1; c < kCalls && bad < 5; ++c)
+          if (std::memcmp(&h_lse[c * nl + e], &h_lse[e], 4) != 0) ADD_FAILURE() << "call " << c << " LSE[" << e << "] differs", ++bad;
+      }
+    }
+  };
+
+  poison();
+  {
+    EnvScope env({"TESSERA_ATTN_DYNAMIC"}, false);
+    setenv("TESSERA_ATTN_DYNAMIC", "0", 1);
+    tessera::reread_environment();
+    calls(kCalls, 1);
+  }
+  calls(0, kCalls);
+  check("back to back");
+
+  // The same calls from a graph (each captured launch has a slot of its own), replayed three times,
+  // poisoned before each replay.
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  calls(0, kCalls);
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int replay = 0; replay < 3; ++replay) {
+    for (int i = 0; i < 2; ++i) {  // the combine kernel's results (the last call) stay
+      ASSERT_EQ(cudaMemsetAsync(o[i].p, 0xFF, kCalls * probs[i].o_elems() * 2, s), cudaSuccess);
+      ASSERT_EQ(cudaMemsetAsync(lse[i].p, 0xFF, kCalls * probs[i].lse_elems() * 4, s), cudaSuccess);
+    }
+    ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    check(("graph replay " + std::to_string(replay)).c_str());
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
+}
+
 }  // namespace

@@ -75,7 +75,17 @@ struct DecodeParams {
   int page_size = 0, num_pages = 0;
   float* part_o = nullptr;    // [splits][batch * heads_kv * row_tiles * kRows][d] fp32 (splits > 1)
   float* part_lse = nullptr;  // [splits][batch * heads_kv * row_tiles * kRows] fp32, base 2
+  // splits > 1: the launch's arrival counts (arrival_counters), 8 bits per (batch, KV head, row tile);
+  // null: the combine kernel merges the splits.
+  unsigned* arrivals = nullptr;
 };
+
+// The fused combine's counters: in a launch slot (attention/launch_slots.hpp), an 8-bit count per
+// (batch, KV head, row tile), at most kArrivalTiles of them; the kernel leaves them zeroed. Calls with
+// more tiles (and TESSERA_ATTN_DYNAMIC=0) merge their splits in a second kernel.
+constexpr int kArrivalTiles = 256;
+// This launch's counters on the current device, or nullptr (no slot left: the combine kernel).
+unsigned* arrival_counters(cudaStream_t stream);
 
 // The new keys and values of a KV-cache call, written into the cache before the attention reads it:
 // k_new/v_new [batch, seqlen_new, heads_kv, d] (strides: batch, seq, head; d contiguous) go to
@@ -96,9 +106,11 @@ struct AppendParams {
 };
 cudaError_t append_kv(const AppendParams& p, int max_sms, cudaStream_t stream);
 
-// Runs the plan (causal folded into p's window): the decode kernel, then (splits > 1) the combine; `workspace` holds
-// plan.workspace_bytes. max_sms: the SM budget (0 = every SM). dependent_launch: the combine as a
-// programmatic dependent launch (cc 9.x; it waits for the splits in the kernel).
+// Runs the plan (causal folded into p's window): the decode kernel, which combines the splits itself
+// (splits > 1: the last split of a row tile to finish merges the tile, counted in arrival_counters),
+// or else the decode kernel and then the combine kernel; `workspace` holds plan.workspace_bytes.
+// max_sms: the SM budget (0 = every SM). dependent_launch (cc 9.x, no SM budget): the kernels as
+// programmatic dependent launches, each waiting in the kernel for the grid before it.
 // A KV cache's per-sequence lengths and pages (DecodeParams' fields of the same names).
 struct Cache {
   const int* cache_seqlens = nullptr;

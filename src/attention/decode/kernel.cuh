@@ -68,10 +68,11 @@ __device__ __forceinline__ Place place_of(const DecodeParams& p) {
 }
 
 // Keys of batch b: all of them, or (a KV cache) its cached ones, clamped to the capacity, plus the
-// appended ones.
+// appended ones. Read from L2 (.cg): the kernel also reads it before a dependent launch's wait, and
+// such an early look must not leave a stale line in L1.
 __device__ __forceinline__ int keys_of(const DecodeParams& p, int b) {
   if (!p.cache_seqlens) return p.a.seqlen_k;
-  const int cached = min(max(p.cache_seqlens[b], 0), p.a.seqlen_k - p.seqlen_new);
+  const int cached = min(max(__ldcg(p.cache_seqlens + b), 0), p.a.seqlen_k - p.seqlen_new);
   return cached + p.seqlen_new;
 }
 
@@ -101,12 +102,86 @@ __device__ __forceinline__ Row row_of(const DecodeParams& p, int hkv, int r) {
   return {r / p.group, hkv * p.group + r % p.group};
 }
 
+// The fused combine, after a CTA has written its split's partials: the CTA whose split arrives last
+// at its (batch, KV head, row tile) combines the tile's rows and zeroes the count again for the next
+// launch on the slot. Counts are 8 bits (splits <= kMaxSplits < 256), four tiles a word. The rows
+// go in parallel (the tile's LSEs, then its weights, then (row, 8 columns) per thread), so that the
+// merge costs about one L2 round trip per phase; in split order and with the sums of combine_row,
+// as the combine kernel would. `scratch`: kRows x (kMaxSplits + 1) floats of shared memory.
+template <class Element, int D>
+__device__ __forceinline__ void combine_if_last(const DecodeParams& p, const Place& w, int row0, float* scratch) {
+  static_assert(kMaxSplits < 256, "an 8-bit count");
+  constexpr int kThreads = 32 * kWarps;
+  __shared__ bool last;
+  __threadfence();  // this thread's partials before the count
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const int64_t unit = w.ws_row0 / kRows;
+    unsigned* word = p.arrivals + unit / 4;
+    const int shift = 8 * int(unit % 4);
+    last = (atomicAdd(word, 1u << shift) >> shift & 0xffu) == unsigned(p.splits - 1);
+    if (last) atomicSub(word, unsigned(p.splits) << shift);  // every split is in: nobody else counts here
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();  // the other splits' partials after their counts
+  const AttnParams& a = p.a;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, rows = min(kRows, p.rows - row0), splits = p.splits;
+  const int64_t ws_rows = int64_t(a.batch) * a.heads_kv * p.row_tiles * kRows;
+  float* weight = scratch;                       // [kRows][kMaxSplits]: the LSEs, then the weights
+  float* scale = scratch + kRows * kMaxSplits;   // [kRows]: 1 / the sum of a row's weights
+  for (int i = threadIdx.x; i < rows * splits; i += kThreads)
+    weight[i / splits * kMaxSplits + i % splits] = __ldcg(p.part_lse + (i % splits) * ws_rows + w.ws_row0 + i / splits);
+  __syncthreads();
+  for (int r = warp; r < rows; r += kWarps) {  // a warp per row, lanes over the splits
+    float* lse = weight + r * kMaxSplits;
+    float mx = -INFINITY, sum = 0.0f;
+    for (int s = lane; s < splits; s += 32) mx = fmaxf(mx, lse[s]);
+    CUTE_UNROLL
+    for (int k = 16; k > 0; k /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, k));
+    for (int s = lane; s < splits; s += 32) {
+      const float x = mx == -INFINITY ? 0.0f : exp2f(lse[s] - mx);
+      lse[s] = x;
+      sum += x;
+    }
+    CUTE_UNROLL
+    for (int k = 16; k > 0; k /= 2) sum += __shfl_xor_sync(0xffffffff, sum, k);
+    if (lane == 0) {
+      scale[r] = sum > 0.0f ? 1.0f / sum : 0.0f;
+      const Row q = row_of(p, w.hkv, row0 + r);
+      if (a.lse)
+        a.lse[(int64_t(w.b) * a.heads_q + q.head) * a.seqlen_q + q.token] =
+            sum > 0.0f ? (mx + __log2f(sum)) * 0.69314718055994530942f : -INFINITY;
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < rows * (D / 8); i += kThreads) {
+    const int r = i / (D / 8), c = i % (D / 8) * 8;
+    const float* src = p.part_o + (w.ws_row0 + r) * D + c;
+    float o[8] = {};
+#pragma unroll 4
+    for (int s = 0; s < splits; ++s) {
+      const float4 x0 = __ldcg(reinterpret_cast<const float4*>(src + s * ws_rows * D));
+      const float4 x1 = __ldcg(reinterpret_cast<const float4*>(src + s * ws_rows * D) + 1);
+      const float wgt = weight[r * kMaxSplits + s];
+      o[0] += wgt * x0.x, o[1] += wgt * x0.y, o[2] += wgt * x0.z, o[3] += wgt * x0.w;
+      o[4] += wgt * x1.x, o[5] += wgt * x1.y, o[6] += wgt * x1.z, o[7] += wgt * x1.w;
+    }
+    Element out[8];
+    CUTE_UNROLL
+    for (int e = 0; e < 8; ++e) out[e] = Element(o[e] * scale[r]);
+    const Row q = row_of(p, w.hkv, row0 + r);
+    *reinterpret_cast<uint4*>(static_cast<Element*>(a.o) + w.b * a.o_stride[0] + q.token * a.o_stride[1] +
+                              q.head * a.o_stride[2] + c) = *reinterpret_cast<const uint4*>(out);
+  }
+}
+
 template <class T>
 __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p) {
   using Element = typename T::Element;
   constexpr int D = T::D, kStages = T::kStages;
   extern __shared__ __align__(128) unsigned char smem[];
-  allow_dependent_launch();  // the combine (a dependent launch) may take free SMs and wait there
+  allow_dependent_launch();  // the stream's next kernel (a dependent launch) may take free SMs and wait there
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const Place w = place_of(p);
   const AttnParams& a = p.a;
@@ -123,21 +198,69 @@ __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p) {
   KvRows k_rows, v_rows;
   const Element* k_ptr = kv_base<Element>(p, a.k, a.k_stride, w.b, w.hkv, &k_rows);
   const Element* v_ptr = kv_base<Element>(p, a.v, a.v_stride, w.b, w.hkv, &v_rows);
-  const int n_keys = keys_of(p, w.b);
   typename T::GmemCopy g2s;
   auto thr_g2s = g2s.get_slice(lane);
   Tensor tKcK = thr_g2s.partition_S(make_identity_tensor(Shape<Int<kBlockN>, Int<D>>{}));  // (CPY,CPY_N,CPY_D) -> (key, d)
 
-  // The split's key blocks, and this warp's share of them.
-  const int key_blocks = (n_keys + kBlockN - 1) / kBlockN;
-  const int first = p.key_block0 + w.split * p.blocks_per_split + warp;
-  const int last = min(key_blocks, p.key_block0 + (w.split + 1) * p.blocks_per_split);  // one past
-  const int steps = first < last ? (last - first + kWarps - 1) / kWarps : 0;
+  // This warp's share of the split's key blocks (blocks first, first + kWarps, ... below `last`) and,
+  // for a paged cache, the block-table entries of its steps 0..31 (`entries`, lane i: step i) and
+  // 32..63 (`entries_next`), read ahead so that no step waits for its page number.
+  struct Share {
+    int n_keys, first, steps, entries, entries_next;
+  };
+  auto share = [&] {
+    Share sh;
+    sh.n_keys = keys_of(p, w.b);
+    const int key_blocks = (sh.n_keys + kBlockN - 1) / kBlockN;
+    sh.first = p.key_block0 + w.split * p.blocks_per_split + warp;
+    const int last = min(key_blocks, p.key_block0 + (w.split + 1) * p.blocks_per_split);  // one past
+    sh.steps = sh.first < last ? (last - sh.first + kWarps - 1) / kWarps : 0;
+    auto entry_of = [&](int step) {
+      return k_rows.table && step < sh.steps ? __ldcg(k_rows.table + (sh.first + step * kWarps) * kBlockN / k_rows.page_size) : 0;
+    };
+    sh.entries = entry_of(lane);
+    sh.entries_next = entry_of(32 + lane);
+    return sh;
+  };
+  // The first blocks, up to kPrefetchBytes per CTA past the ring's first fill, asked of L2 before the
+  // wait for the previous grid (a dependent launch runs this beside its tail; prefetching binds no
+  // values, and L2 is where that grid's writes land). The look at the lengths and pages here may be
+  // stale; the walk below reads them again. A short split (a few blocks per warp) then waits for DRAM
+  // about once instead of once per ring refill.
+  {
+    const Share sh = share();
+    constexpr int kRowLines = (D * 2 + 127) / 128, kPrefetchSteps = kPrefetchBytes / (kWarps * kBlockN * D * 2 * 2);
+    constexpr int kWarmSteps = kStages - 1 + kPrefetchSteps, kLines = kWarmSteps * kBlockN * kRowLines;
+    static_assert(kWarmSteps <= 32 && kLines % 32 == 0, "one entry a lane; every lane takes each turn");
+    for (int i = lane; i < kLines; i += 32) {
+      const int step = i / (kBlockN * kRowLines), row = i / kRowLines % kBlockN, line = i % kRowLines;
+      const int entry = __shfl_sync(0xffffffff, sh.entries, step), key = (sh.first + step * kWarps) * kBlockN + row;
+      if (step < sh.steps && key < sh.n_keys) {
+        prefetch_l2(k_ptr + k_rows.at(entry, key) + line * 64);
+        prefetch_l2(v_ptr + v_rows.at(entry, key) + line * 64);
+      }
+    }
+  }
+  wait_for_prior_grid();  // Q, K, V and the cache's lengths and pages are final from here on
+
+  Share sh = share();
+  const int n_keys = sh.n_keys, first = sh.first, steps = sh.steps;
+  // The block-table entry of this warp's `step`-th block, from the lane that holds it; called for
+  // every step in order (the window of entries moves on every 32 steps).
+  auto entry = [&](int step) {
+    if (step % 32 == 0 && step > 0) {
+      sh.entries = sh.entries_next;
+      sh.entries_next = k_rows.table && step + 32 + lane < steps
+                            ? __ldcg(k_rows.table + (first + (step + 32 + lane) * kWarps) * kBlockN / k_rows.page_size)
+                            : 0;
+    }
+    return __shfl_sync(0xffffffff, sh.entries, step % 32);
+  };
   auto load = [&](int step) {  // block of this warp's `step` -> ring slot step % kStages
     if (step < steps) {
-      const int j0 = (first + step * kWarps) * kBlockN, s = step % kStages;
+      const int j0 = (first + step * kWarps) * kBlockN, s = step % kStages, e = entry(step);
       auto block = [&](const Element* base, const KvRows& rows) {  // (16,D) at key j0 (one page)
-        return make_tensor(make_gmem_ptr(base + rows.offset(j0)), Shape<Int<kBlockN>, Int<D>>{}, make_stride(rows.row, _1{}));
+        return make_tensor(make_gmem_ptr(base + rows.at(e, j0)), Shape<Int<kBlockN>, Int<D>>{}, make_stride(rows.row, _1{}));
       };
       copy_rows(g2s, thr_g2s.partition_S(block(k_ptr, k_rows)), thr_g2s.partition_D(sK(s)), tKcK, n_keys - j0);
       copy_rows(g2s, thr_g2s.partition_S(block(v_ptr, v_rows)), thr_g2s.partition_D(sV(s)), tKcK, n_keys - j0);
@@ -145,17 +268,6 @@ __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p) {
     cp_async_fence();  // an empty group past the end keeps the wait counts uniform
   };
   for (int s = 0; s < kStages - 1; ++s) load(s);
-  // The blocks after the ring's first fill, up to kPrefetchBytes per CTA, asked of L2 now: a short
-  // split (a few blocks per warp) then waits for DRAM about once instead of once per ring refill.
-  constexpr int kRowLines = (D * 2 + 127) / 128, kPrefetchSteps = kPrefetchBytes / (kWarps * kBlockN * D * 2 * 2);
-  for (int i = lane; i < kPrefetchSteps * kBlockN * kRowLines; i += 32) {
-    const int step = kStages - 1 + i / (kBlockN * kRowLines), row = i / kRowLines % kBlockN, line = i % kRowLines;
-    const int key = (first + step * kWarps) * kBlockN + row;
-    if (step < steps && key < n_keys) {
-      prefetch_l2(k_ptr + k_rows.offset(key) + line * 64);
-      prefetch_l2(v_ptr + v_rows.offset(key) + line * 64);
-    }
-  }
 
   // Q: the tile's 16 packed rows -> smem, zeros past the last row (16-byte loads; a swizzle keeps
   // 8-element groups whole), while the first K/V blocks are on their way.
@@ -302,21 +414,18 @@ __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p) {
       if (c == 0) p.part_lse[row] = lse2;
     }
   }
+  static_assert(kRows * (kMaxSplits + 1) * 4 <= smem_bytes(D), "the fused combine's scratch fits");
+  if (p.splits > 1 && p.arrivals) combine_if_last<Element, D>(p, w, row0, reinterpret_cast<float*>(smem));
 }
 
-// The combine: one warp per output row (b, query head, token): the splits' LSEs -> weights, then
-// O = sum of weight x partial O, in split order; O and the LSE to the outputs.
+// One output row of the combine, by one warp: packed row r of (b, hkv) (its query token and head),
+// from the splits' partials in the workspace: the LSEs -> weights, then O = sum of weight x partial O,
+// in split order; O and the LSE to the outputs.
 template <class Element, int D>
-__global__ void __launch_bounds__(128) combine_kernel(DecodeParams p) {
+__device__ __forceinline__ void combine_row(const DecodeParams& p, int b, int hkv, int r, int lane) {
   static_assert(D % 32 == 0, "lanes over D");
-  wait_for_prior_grid();  // the splits' partials (a dependent launch; else a no-op)
   const AttnParams& a = p.a;
-  const int64_t out_row = (p.block0 + blockIdx.x) * 4 + threadIdx.x / 32;  // over (b, head, token)
-  const int lane = threadIdx.x % 32;
-  if (out_row >= int64_t(a.batch) * a.heads_q * a.seqlen_q) return;
-  const int token = int(out_row % a.seqlen_q), head = int(out_row / a.seqlen_q % a.heads_q);
-  const int b = int(out_row / (int64_t(a.seqlen_q) * a.heads_q));
-  const int hkv = head / p.group, r = token * p.group + head % p.group;
+  const Row q = row_of(p, hkv, r);
   const int64_t ws_rows = int64_t(a.batch) * a.heads_kv * p.row_tiles * kRows;
   const int64_t row = (int64_t(b) * a.heads_kv + hkv) * p.row_tiles * kRows + r;
   // The splits' LSEs, 32 at a time across the lanes (lane i: splits i, i + 32, ...), so that their
@@ -354,12 +463,25 @@ __global__ void __launch_bounds__(128) combine_kernel(DecodeParams p) {
     }
   }
   const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-  Element* dst = static_cast<Element*>(a.o) + b * a.o_stride[0] + token * a.o_stride[1] + head * a.o_stride[2];
+  Element* dst = static_cast<Element*>(a.o) + b * a.o_stride[0] + q.token * a.o_stride[1] + q.head * a.o_stride[2];
   CUTE_UNROLL
   for (int e = 0; e < kPer; ++e) dst[lane + 32 * e] = Element(o[e] * inv);
   if (a.lse && lane == 0)
-    a.lse[(int64_t(b) * a.heads_q + head) * a.seqlen_q + token] =
+    a.lse[(int64_t(b) * a.heads_q + q.head) * a.seqlen_q + q.token] =
         sum > 0.0f ? (mx + __log2f(sum)) * 0.69314718055994530942f : -INFINITY;
+}
+
+// The combine kernel (when the decode kernel has no arrival counters): one warp per output row
+// (b, query head, token).
+template <class Element, int D>
+__global__ void __launch_bounds__(128) combine_kernel(DecodeParams p) {
+  wait_for_prior_grid();  // the splits' partials (a dependent launch; else a no-op)
+  const AttnParams& a = p.a;
+  const int64_t out_row = (p.block0 + blockIdx.x) * 4 + threadIdx.x / 32;  // over (b, head, token)
+  if (out_row >= int64_t(a.batch) * a.heads_q * a.seqlen_q) return;
+  const int token = int(out_row % a.seqlen_q), head = int(out_row / a.seqlen_q % a.heads_q);
+  const int b = int(out_row / (int64_t(a.seqlen_q) * a.heads_q));
+  combine_row<Element, D>(p, b, head / p.group, token * p.group + head % p.group, threadIdx.x % 32);
 }
 
 }  // namespace tessera::attn::decode

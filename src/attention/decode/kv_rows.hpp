@@ -16,10 +16,12 @@ struct KvRows {
   int page_size = 1, last_page = 0;
 
   // Element offset of key j from the (batch, head) base (contiguous) or the head's base in page 0.
-  TESSERA_HD int64_t offset(int64_t j) const {
+  TESSERA_HD int64_t offset(int64_t j) const { return at(table ? table[j / page_size] : 0, j); }
+  // The same, given the block-table entry `entry` of key j's page (paged; ignored when contiguous):
+  // the decode kernel reads the entries ahead of the keys.
+  TESSERA_HD int64_t at(int entry, int64_t j) const {
     if (!table) return j * row;
-    int pg = table[j / page_size];
-    pg = pg < 0 ? 0 : pg > last_page ? last_page : pg;  // an out-of-range entry reads a real page, never outside
+    const int pg = entry < 0 ? 0 : entry > last_page ? last_page : entry;  // an out-of-range entry reads a real page, never outside
     return int64_t(pg) * page + (j % page_size) * row;
   }
 };

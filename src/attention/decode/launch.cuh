@@ -47,11 +47,13 @@ cudaError_t launch(const DecodeParams& p, int64_t ctas, int max_sms, bool depend
       return e;
     configured.fetch_or(bit, std::memory_order_acq_rel);
   }
-  if (cudaError_t e = launch_chunks(decode_kernel<T>, ctas, T::kThreads, smem_bytes(D), max_sms, false, stream, p);
-      e != cudaSuccess || p.splits == 1)
+  // Under an SM budget the chunks stay plain launches, one after another (a dependent chunk would run
+  // beside the one before it, past the budget).
+  if (cudaError_t e = launch_chunks(decode_kernel<T>, ctas, T::kThreads, smem_bytes(D), max_sms,
+                                    dependent_launch && max_sms == 0, stream, p);
+      e != cudaSuccess || p.splits == 1 || p.arrivals)
     return e;
-  // The combine launches while the splits run and waits for them in the kernel (one launch gap less;
-  // under an SM budget the chunks stay plain launches, one after another).
+  // The combine launches while the splits run and waits for them in the kernel (one launch gap less).
   const int64_t rows = int64_t(p.a.batch) * p.a.heads_q * p.a.seqlen_q;
   return launch_chunks(combine_kernel<typename T::Element, D>, (rows + 3) / 4, 128, 0, max_sms,
                        dependent_launch && max_sms == 0, stream, p);

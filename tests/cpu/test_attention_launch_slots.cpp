@@ -1,21 +1,21 @@
-// Slots of the sm90ws dynamic walk's counters (attention/sm90ws/tickets.hpp): a stream keeps its
+// Slots of the attention kernels' counters (attention/launch_slots.hpp): a stream keeps its
 // slot, streams never share one, the per-thread default stream is a stream per thread, every
-// captured launch gets a slot of its own, and a full pool answers -1 (the static walks).
+// captured launch gets a slot of its own, and a full table answers -1 (no counters).
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <set>
 
-#include "attention/sm90ws/tickets.hpp"
+#include "attention/launch_slots.hpp"
 
-namespace ws = tessera::attn::sm90ws;
+namespace ws = tessera::attn;
 
 namespace {
 
 cudaStream_t fake_stream(uintptr_t i) { return reinterpret_cast<cudaStream_t>(0x1000 + 16 * i); }
 
-TEST(AttnTickets, StreamsKeepTheirOwnSlots) {
-  ws::TicketSlots slots;
+TEST(AttnLaunchSlots, StreamsKeepTheirOwnSlots) {
+  ws::LaunchSlots slots;
   const int a = slots.slot(fake_stream(1), 7, false), b = slots.slot(fake_stream(2), 7, false);
   EXPECT_GE(a, 0);
   EXPECT_GE(b, 0);
@@ -32,22 +32,22 @@ TEST(AttnTickets, StreamsKeepTheirOwnSlots) {
   EXPECT_EQ(std::set<int>({a, b, legacy, pt1, pt2}).size(), 5u);
 }
 
-TEST(AttnTickets, CapturedLaunchesNeverShare) {
-  ws::TicketSlots slots;
+TEST(AttnLaunchSlots, CapturedLaunchesNeverShare) {
+  ws::LaunchSlots slots;
   const int eager = slots.slot(fake_stream(1), 0, false);
   std::set<int> seen;
   for (int i = 0; i < ws::kCapturedSlots; ++i) {
     const int s = slots.slot(fake_stream(1), 0, true);
     ASSERT_GE(s, ws::kStreamSlots);
-    ASSERT_LT(s, ws::kTicketSlots);
+    ASSERT_LT(s, ws::kLaunchSlots);
     ASSERT_TRUE(seen.insert(s).second) << "slot " << s << " handed out twice";
   }
   EXPECT_EQ(slots.slot(fake_stream(1), 0, true), -1);      // the captured slots are spent
   EXPECT_EQ(slots.slot(fake_stream(1), 0, false), eager);  // the stream's own is still there
 }
 
-TEST(AttnTickets, FullPoolFallsBack) {
-  ws::TicketSlots slots;
+TEST(AttnLaunchSlots, FullPoolFallsBack) {
+  ws::LaunchSlots slots;
   std::set<int> seen;
   int fifth = -1;
   for (int i = 0; i < ws::kStreamSlots; ++i) {
@@ -60,14 +60,14 @@ TEST(AttnTickets, FullPoolFallsBack) {
   EXPECT_EQ(slots.slot(fake_stream(5), 0, false), fifth);  // known streams keep theirs
 }
 
-TEST(AttnTickets, PerDeviceLookupIsStable) {
-  const int a = ws::ticket_slot(3, fake_stream(100), false);
+TEST(AttnLaunchSlots, PerDeviceLookupIsStable) {
+  const int a = ws::launch_slot(3, fake_stream(100), false);
   EXPECT_GE(a, 0);
-  EXPECT_EQ(ws::ticket_slot(3, fake_stream(100), false), a);  // the thread's cache
-  EXPECT_NE(ws::ticket_slot(3, fake_stream(101), false), a);
-  EXPECT_EQ(ws::ticket_slot(3, fake_stream(100), false), a);  // the table, after the cache moved on
-  EXPECT_EQ(ws::ticket_slot(-1, fake_stream(100), false), -1);
-  EXPECT_EQ(ws::ticket_slot(64, fake_stream(100), false), -1);
+  EXPECT_EQ(ws::launch_slot(3, fake_stream(100), false), a);  // the thread's cache
+  EXPECT_NE(ws::launch_slot(3, fake_stream(101), false), a);
+  EXPECT_EQ(ws::launch_slot(3, fake_stream(100), false), a);  // the table, after the cache moved on
+  EXPECT_EQ(ws::launch_slot(-1, fake_stream(100), false), -1);
+  EXPECT_EQ(ws::launch_slot(64, fake_stream(100), false), -1);
 }
 
 }  // namespace
