@@ -1152,8 +1152,8 @@ struct DecodeProblem {
 };
 
 TEST_F(HostPath, DecodeSplitsBackToBack) {
-  // Many splits per row tile (one row tile per KV head), and several row tiles with a few splits.
-  DecodeProblem probs[2] = {{2, 1, 9000, 32, 8, 128, {}, {}, {}}, {1, 4, 5003, 16, 2, 64, {}, {}, {}}};
+  // Packed rows per (batch, KV head) 4 and 8 (the fused combine's reach), many splits each.
+  DecodeProblem probs[2] = {{2, 1, 9000, 32, 8, 128, {}, {}, {}}, {3, 2, 5003, 16, 4, 64, {}, {}, {}}};
   constexpr int kCalls = 24;  // per problem, interleaved
   cudaStream_t s = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
@@ -1166,7 +1166,9 @@ TEST_F(HostPath, DecodeSplitsBackToBack) {
       ASSERT_EQ(tt::fill_uniform(b->p, DType::BF16, 1, 1, n, n, 0, seed++, s), cudaSuccess);
     }
     size_t bytes = 0;
-    const tessera::Status st = tessera::attention_workspace_size(pr.args(pr.q.p, nullptr), &bytes);  // o: any non-null
+    tt::DeviceBuffer o_any;  // the size query validates o too
+    ASSERT_EQ(o_any.alloc(pr.o_elems() * 2), cudaSuccess);
+    const tessera::Status st = tessera::attention_workspace_size(pr.args(o_any.p, nullptr), &bytes);
     ASSERT_TRUE(st.ok()) << status_text(st);
     ASSERT_GT(bytes, 0u) << "no key splits: the test needs a decode call that splits its keys";
     ws_bytes = std::max(ws_bytes, bytes);

@@ -82,8 +82,11 @@ struct DecodeParams {
 
 // The fused combine's counters: in a launch slot (attention/launch_slots.hpp), an 8-bit count per
 // (batch, KV head, row tile), at most kArrivalTiles of them; the kernel leaves them zeroed. Calls with
-// more tiles (and TESSERA_ATTN_DYNAMIC=0) merge their splits in a second kernel.
+// more tiles, or more than kFusedCombineRows packed rows per (batch, KV head) (one CTA then merges
+// too many rows: the combine kernel's warp per row across the GPU is faster), and
+// TESSERA_ATTN_DYNAMIC=0 merge their splits in a second kernel.
 constexpr int kArrivalTiles = 256;
+constexpr int kFusedCombineRows = 8;
 // This launch's counters on the current device, or nullptr (no slot left: the combine kernel).
 unsigned* arrival_counters(cudaStream_t stream);
 

@@ -65,7 +65,8 @@ cudaError_t run(int d, bool bf16, const AttnParams& a, const Plan& pl, void* wor
     const size_t rows = size_t(a.batch) * size_t(a.heads_kv) * size_t(pl.row_tiles) * kRows;
     p.part_o = static_cast<float*>(workspace);
     p.part_lse = p.part_o + size_t(pl.splits) * rows * size_t(d);
-    if (rows / kRows <= size_t(kArrivalTiles) && detail::environment().attn_dynamic) p.arrivals = arrival_counters(stream);
+    if (rows / kRows <= size_t(kArrivalTiles) && pl.rows <= kFusedCombineRows && detail::environment().attn_dynamic)
+      p.arrivals = arrival_counters(stream);
   }
   auto go = [&](auto fn_f16, auto fn_bf16) { return (bf16 ? fn_bf16 : fn_f16)(p, pl.ctas, max_sms, dependent_launch, stream); };
   switch (d) {
