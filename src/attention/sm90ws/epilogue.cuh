@@ -30,7 +30,7 @@ __device__ __forceinline__ void store(typename T::SharedStorage& smem, const Att
 
   // Registers -> smem in the accumulator's layout: each thread writes only its warpgroup's rows,
   // once the warpgroup has read out the previous block's.
-  Tensor sO = make_tensor(make_smem_ptr(T::kSeparateO ? smem.o : smem.q[0]), typename T::SmemLayoutQ{});  // (BM,D)
+  Tensor sO = make_tensor(make_smem_ptr(T::kSeparateO ? smem.o : smem.q), typename T::SmemLayoutQ{});  // (BM,D)
   cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrier + wg);
   Tensor rO = make_tensor_like<Element>(acc_o);
   CUTE_UNROLL

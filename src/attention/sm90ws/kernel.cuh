@@ -45,11 +45,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(const __grid_
     prefetch_tma_descriptor(kp.tma_q.get_tma_descriptor());
     prefetch_tma_descriptor(kp.tma_k.get_tma_descriptor());
     prefetch_tma_descriptor(kp.tma_v.get_tma_descriptor());
-    for (int b = 0; b < T::kQBuffers; ++b) {
-      FullBarrier::init(&smem.q_full[b], 1);                    // the producer's arrive + TMA bytes
-      EmptyBarrier::init(&smem.q_empty[b], 4 * T::kConsumers);  // one arrive per consumer warp
-    }
+    FullBarrier::init(&smem.q_full, 1);                       // the producer's arrive + TMA bytes
     FullBarrier::init(&smem.v_tail, 1);
+    EmptyBarrier::init(&smem.q_empty, 4 * T::kConsumers);     // one arrive per consumer warp
     for (int s = 0; s < T::Stages; ++s) {
       FullBarrier::init(&smem.k_full[s], 1);
       FullBarrier::init(&smem.v_full[s], 1);
@@ -65,7 +63,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(const __grid_
   __syncthreads();
 
   PipeState<T::Stages> st;  // the K/V rings, carried from block to block by both roles
-  uint32_t q_visit = 0;     // blocks that took Q so far (traits: q_buffer, q_parity)
+  uint32_t q_phase = 0;     // Q's barriers flip once per block
   if (warp_group == 0) {
     cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
     if (threadIdx.x < 32) {
@@ -75,12 +73,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(const __grid_
         const QueryBlock qb = block_at(block);
         if (qb.row0 < qb.seqlen_q) {  // else past a shorter varlen sequence's end: no rows
           if (qb.n_end > qb.n_begin) {
-            load<T>(kp, smem, qb, st, q_visit, tail_phase, leader);
+            load<T>(kp, smem, qb, st, q_phase, tail_phase, leader);
           } else {  // no key to see: nothing to load, but Q's buffer changes hands all the same
-            EmptyBarrier::wait(&smem.q_empty[T::q_buffer(q_visit)], T::q_parity(q_visit) ^ 1);
-            if (leader) FullBarrier::arrive(&smem.q_full[T::q_buffer(q_visit)]);
+            EmptyBarrier::wait(&smem.q_empty, q_phase ^ 1);
+            if (leader) FullBarrier::arrive(&smem.q_full);
           }
-          ++q_visit;
+          q_phase ^= 1;
         }
         // The next block: drawn once this one's loads are issued (its consumers need it only when
         // done with it), so that no value lives across them (the producer's registers are few).
@@ -111,17 +109,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(const __grid_
     OnlineSoftmax<kRows> softmax;
     softmax.init();
     if (qb.n_end > qb.n_begin) {
-      if (T::kQBuffers == 1 || T::q_buffer(q_visit) == 0)
-        mma<T, 0>(smem, p, qb, wg, ctid, acc_o, softmax, st, q_visit);
-      else
-        mma<T, T::kQBuffers - 1>(smem, p, qb, wg, ctid, acc_o, softmax, st, q_visit);
+      mma<T>(smem, p, qb, wg, ctid, acc_o, softmax, st, q_phase);
     } else {
-      FullBarrier::wait(&smem.q_full[T::q_buffer(q_visit)], T::q_parity(q_visit));
-      if constexpr (T::kSeparateO) release_q<T>(smem, ctid, q_visit);
+      FullBarrier::wait(&smem.q_full, q_phase);
+      if constexpr (T::kSeparateO) release_q<T>(smem, ctid);
     }
     store<T>(smem, p, qb, wg, ctid, acc_o, softmax);
-    if constexpr (!T::kSeparateO) release_q<T>(smem, ctid, q_visit);
-    ++q_visit;
+    if constexpr (!T::kSeparateO) release_q<T>(smem, ctid);
+    q_phase ^= 1;
   }
   end_turns<T>(wg);
 #endif

@@ -44,11 +44,11 @@ __device__ __forceinline__ void zero_rows(typename T::SharedStorage& smem, int s
 }
 
 // Producer: warp 0, whose elected lane (`leader`) issues every copy and arrive. K(n) and V(n) for
-// n = n_last down to n_first, and Q after the first K (once the consumers of the block that used its
-// buffer last released it; q_visit: this block's count among those that take Q, traits: q_buffer).
+// n = n_last down to n_first, and Q after the first K (once the previous block's consumers released
+// Q's buffer; q_phase: this block's parity).
 template <class T>
 __device__ __forceinline__ void load(KernelParams<T> const& kp, typename T::SharedStorage& smem, const QueryBlock& qb,
-                                     PipeState<T::Stages>& st, uint32_t q_visit, uint32_t& tail_phase, bool leader) {
+                                     PipeState<T::Stages>& st, uint32_t q_phase, uint32_t& tail_phase, bool leader) {
   constexpr int BM = T::BM, BN = T::BN, D = T::D;
   const AttnParams& p = kp.p;
   const int batches = tma_batches(p), b = batches == 1 ? 0 : qb.b;
@@ -64,8 +64,7 @@ __device__ __forceinline__ void load(KernelParams<T> const& kp, typename T::Shar
   Tensor gQ = local_tile(mQh, Shape<Int<BM>, Int<D>>{}, make_coord(qb.m_block, 0));  // (BM,D)
   Tensor gK = local_tile(mKh, Shape<Int<BN>, Int<D>>{}, make_coord(_, 0));           // (BN,D,n)
   Tensor gV = local_tile(mVh, Shape<Int<BN>, Int<D>>{}, make_coord(_, 0));           // (BN,D,n)
-  const int qbuf = T::q_buffer(q_visit);
-  Tensor sQ = make_tensor(make_smem_ptr(smem.q[qbuf]), typename T::SmemLayoutQ{});  // (BM,D)
+  Tensor sQ = make_tensor(make_smem_ptr(smem.q), typename T::SmemLayoutQ{});   // (BM,D)
   Tensor sK = make_tensor(make_smem_ptr(smem.k), typename T::SmemLayoutKV{});  // (BN,D,PIPE)
   Tensor sV = make_tensor(make_smem_ptr(smem.v), typename T::SmemLayoutKV{});  // (BN,D,PIPE)
   auto tma_q = kp.tma_q.get_slice(0);
@@ -85,10 +84,10 @@ __device__ __forceinline__ void load(KernelParams<T> const& kp, typename T::Shar
       copy(kp.tma_k.with(smem.k_full[st.stage]), tKgK(_, _, _, n), tKsK(_, _, _, st.stage));
     }
     if (n == qb.n_end - 1) {  // Q after the first K: that K's stage frees up sooner than Q's buffer
-      EmptyBarrier::wait(&smem.q_empty[qbuf], T::q_parity(q_visit) ^ 1);
+      EmptyBarrier::wait(&smem.q_empty, q_phase ^ 1);
       if (leader) {
-        FullBarrier::arrive_and_expect_tx(&smem.q_full[qbuf], T::kQBytes);
-        copy(kp.tma_q.with(smem.q_full[qbuf]), tQgQ, tQsQ);
+        FullBarrier::arrive_and_expect_tx(&smem.q_full, T::kQBytes);
+        copy(kp.tma_q.with(smem.q_full), tQgQ, tQsQ);
       }
     }
     EmptyBarrier::wait(&smem.v_empty[st.stage], st.phase ^ 1);
@@ -136,25 +135,23 @@ __device__ __forceinline__ void end_turns(int wg) {
 // One arrive per consumer warp: this warp no longer reads Q's buffer (its last S = Q K^T is done,
 // or, where O leaves through Q's buffer, its epilogue).
 template <class T>
-__device__ __forceinline__ void release_q(typename T::SharedStorage& smem, int ctid, uint32_t q_visit) {
+__device__ __forceinline__ void release_q(typename T::SharedStorage& smem, int ctid) {
   __syncwarp();
-  if (ctid % 32 == 0) EmptyBarrier::arrive(&smem.q_empty[T::q_buffer(q_visit)]);
+  if (ctid % 32 == 0) EmptyBarrier::arrive(&smem.q_empty);
 }
 
 // Consumer warpgroup `wg` (0 .. kConsumers-1; ctid its thread's index among all consumers): O of its
 // 64 rows, unnormalised, in acc_o; the row maxima and sums in `softmax`. Only called when the block
-// visits at least one key block; st: the rings' state (advanced past this block's keys); q_visit:
-// the block's count among those that take Q, kQBuf = T::q_buffer(q_visit) (a template argument: Q's
-// WGMMA descriptors stay compile-time constants, as with one buffer; a run-time buffer cost the
-// causal kernels spills). Where O has its own buffer, Q's is given back as soon as the
+// visits at least one key block; st: the rings' state (advanced past this block's keys); q_phase:
+// this block's parity of Q's barriers. Where O has its own buffer, Q's is given back as soon as the
 // last S = Q K^T is done, so the next block's Q loads under this one's last P V and epilogue.
-template <class T, int kQBuf, class AccO, class Softmax>
+template <class T, class AccO, class Softmax>
 __device__ __forceinline__ void mma(typename T::SharedStorage& smem, const AttnParams& p, const QueryBlock& qb, int wg,
                                     int ctid, AccO& acc_o, Softmax& softmax, PipeState<T::Stages>& st,
-                                    uint32_t q_visit) {
+                                    uint32_t q_phase) {
   using Element = typename T::Element;
   constexpr int BM = T::BM, BN = T::BN;
-  Tensor sQ = make_tensor(make_smem_ptr(smem.q[kQBuf]), typename T::SmemLayoutQ{});  // (BM,D)
+  Tensor sQ = make_tensor(make_smem_ptr(smem.q), typename T::SmemLayoutQ{});   // (BM,D)
   Tensor sK = make_tensor(make_smem_ptr(smem.k), typename T::SmemLayoutKV{});  // (BN,D,PIPE)
   Tensor sVt = make_tensor(make_smem_ptr(smem.v), typename T::SmemLayoutVt{});  // (D,BN,PIPE)
   typename T::TiledMmaS mma_s;
@@ -210,7 +207,7 @@ __device__ __forceinline__ void mma(typename T::SharedStorage& smem, const AttnP
     return softmax.update(s, p);
   };
   auto release_q_early = [&] {
-    if constexpr (T::kSeparateO) release_q<T>(smem, ctid, q_visit);
+    if constexpr (T::kSeparateO) release_q<T>(smem, ctid);
   };
   auto to_p = [&](auto const& acc_s) {
     CUTE_UNROLL
@@ -219,7 +216,7 @@ __device__ __forceinline__ void mma(typename T::SharedStorage& smem, const AttnP
 
   const int n_first = qb.n_begin, n_last = qb.n_end - 1;
   PipeState<T::Stages> k_st = st, v_st = st;  // the next K block to read; the V block P V reads next
-  FullBarrier::wait(&smem.q_full[kQBuf], T::q_parity(q_visit));
+  FullBarrier::wait(&smem.q_full, q_phase);
   {
     Tensor acc_s = partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{});  // ((2,2,BN/8),1,1) fp32
     FullBarrier::wait(&smem.k_full[k_st.stage], k_st.phase);

@@ -89,22 +89,15 @@ struct Traits {
   static constexpr uint32_t kQBytes = BM * D * sizeof(Element), kKVBytes = BN * D * sizeof(Element);
 
   // O leaves through its own buffer where it fits beside Q and the rings (so the next block's Q can
-  // load while this one's O is stored), else through Q's (d = 256). Where a second Q buffer fits
-  // too, block v takes buffer v % 2: the next block's Q loads while this one's S = Q K^T still read
-  // the other, rather than in the short gap between the last of them and the next block's first.
-  static constexpr int kTileBytes = BM * D * int(sizeof(Element));
-  static constexpr int kQKVBytes = kTileBytes + 2 * Stages * BN * D * int(sizeof(Element));
-  static constexpr bool kSeparateO = kQKVBytes + kTileBytes + 1024 <= 227 * 1024;
-  static constexpr int kQBuffers = kSeparateO && kQKVBytes + 2 * kTileBytes + 1024 <= 227 * 1024 ? 2 : 1;
-  // Q's buffer and its barriers' parity for a CTA's `visit`-th block that takes Q.
-  CUTE_HOST_DEVICE static int q_buffer(uint32_t visit) { return int(visit % kQBuffers); }
-  CUTE_HOST_DEVICE static uint32_t q_parity(uint32_t visit) { return (visit / kQBuffers) & 1; }
+  // load while this one's O is stored), else through Q's (d = 256).
+  static constexpr int kQKVBytes = (BM + 2 * Stages * BN) * D * int(sizeof(Element));
+  static constexpr bool kSeparateO = kQKVBytes + BM * D * int(sizeof(Element)) + 1024 <= 227 * 1024;
   struct SharedStorage {
-    alignas(1024) Element q[kQBuffers][cosize_v<SmemLayoutQ>];
+    alignas(1024) Element q[cosize_v<SmemLayoutQ>];
     alignas(1024) Element k[cosize_v<SmemLayoutKV>];
     alignas(1024) Element v[cosize_v<SmemLayoutKV>];
     alignas(1024) Element o[kSeparateO ? cosize_v<SmemLayoutQ> : 8];
-    uint64_t q_full[kQBuffers], q_empty[kQBuffers], v_tail;
+    uint64_t q_full, q_empty, v_tail;
     uint64_t k_full[Stages], k_empty[Stages];
     uint64_t v_full[Stages], v_empty[Stages];
     TicketRing tickets;  // the dynamic walk's next blocks (scheduler.cuh)
