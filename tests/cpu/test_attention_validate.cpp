@@ -949,11 +949,26 @@ TEST(DecodePlan, SplitsFillTheGpuAndCoverEveryKeyOnce) {
         if (p.splits > 1) EXPECT_GE(p.blocks_per_split, dec::kWarps * dec::kMinBlocksPerWarp);
         // Enough work items for the GPU where the keys allow it, and no splits once the batch does.
         const int64_t units = batch * 8;
-        if (units >= int64_t(sms) * 2) EXPECT_EQ(p.splits, 1);
+        if (units >= int64_t(sms)) EXPECT_EQ(p.splits, 1);  // one contiguous row tile: a wave is a CTA per SM
         if (p.splits > 1) EXPECT_LE(p.ctas, int64_t(sms) * 2);  // one wave
         EXPECT_EQ(p.workspace_bytes, dec::workspace_bytes(batch, 8, p.row_tiles, p.splits, 128));
         EXPECT_EQ(p.workspace_bytes == 0, p.splits == 1);
       }
+}
+
+TEST(DecodePlan, AWaveIsOneCtaPerSmForOneContiguousRowTile) {
+  // One row tile over a contiguous K/V: at most one CTA per SM; a paged cache or several row tiles:
+  // every CTA slot (2 per SM at d = 128).
+  const dec::Plan one = dec::make_plan(1, 1, 8192, 32, 8, 128, 132, 2, SIZE_MAX);
+  EXPECT_EQ(one.splits, 16);  // 8 KV heads x 16 splits = 128 CTAs <= 132
+  EXPECT_LE(one.ctas, 132);
+  const dec::Plan paged = dec::make_plan(1, 1, 8192, 32, 8, 128, 132, 2, SIZE_MAX, -1, true);
+  EXPECT_EQ(paged.splits, 32);  // 264 / 8 = 33, rounded to even splits of 16 blocks
+  EXPECT_GT(paged.ctas, 132);
+  EXPECT_LE(paged.ctas, 264);
+  const dec::Plan tiles = dec::make_plan(1, 16, 8192, 32, 8, 128, 132, 2, SIZE_MAX);  // 64 rows: 4 tiles
+  EXPECT_EQ(tiles.row_tiles, 4);
+  EXPECT_EQ(tiles.splits, 8);
 }
 
 TEST(DecodePlan, WorkspaceLimitsTheSplits) {

@@ -49,12 +49,14 @@ size_t workspace_bytes(int64_t batch, int64_t heads_kv, int row_tiles, int split
 
 // The plan for a problem on `sms` SMs (the SM budget where one is set) holding `ctas_per_sm` CTAs
 // each, given `workspace_bytes` of workspace (SIZE_MAX: as much as the plan wants): when batch x KV
-// heads x row tiles cannot fill the GPU's CTA slots, as many splits as keep every CTA in the first
-// wave (a second, partial wave of memory-bound CTAs costs more than one split fewer), each split at
-// least kMinBlocksPerWarp key blocks per warp, and no more splits than the workspace holds.
-// window_left: the call's left window (-1: none).
+// heads x row tiles cannot fill a wave, as many splits as keep every CTA in that first wave (a
+// second, partial wave of memory-bound CTAs costs more than one split fewer), each split at least
+// kMinBlocksPerWarp key blocks per warp, and no more splits than the workspace holds. A wave is one
+// CTA per SM for a contiguous K/V read by one row tile (fewer, longer splits stream it as fast, with
+// less to merge), every CTA slot otherwise (scattered pages and several row tiles gain from more
+// CTAs in flight). window_left: the call's left window (-1: none); paged: K/V in a paged cache.
 Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int d, int sms,
-               int ctas_per_sm, size_t workspace_bytes, int64_t window_left = -1);
+               int ctas_per_sm, size_t workspace_bytes, int64_t window_left = -1, bool paged = false);
 
 // CTAs of the decode kernel one SM holds at head dim d (its shared memory; 0: it does not fit).
 int ctas_per_sm(int d, int smem_per_sm);
