@@ -957,15 +957,17 @@ TEST(DecodePlan, SplitsFillTheGpuAndCoverEveryKeyOnce) {
 }
 
 TEST(DecodePlan, AWaveIsOneCtaPerSmForOneContiguousRowTile) {
-  // One row tile over a contiguous K/V: at most one CTA per SM; a paged cache or several row tiles:
-  // every CTA slot (2 per SM at d = 128).
+  // One row tile over a contiguous K/V, or a paged one at d >= 128: at most one CTA per SM; a paged
+  // cache at d < 128 or several row tiles: every CTA slot (2 per SM at d = 128, 4 at d = 64).
   const dec::Plan one = dec::make_plan(1, 1, 8192, 32, 8, 128, 132, 2, SIZE_MAX);
   EXPECT_EQ(one.splits, 16);  // 8 KV heads x 16 splits = 128 CTAs <= 132
   EXPECT_LE(one.ctas, 132);
-  const dec::Plan paged = dec::make_plan(1, 1, 8192, 32, 8, 128, 132, 2, SIZE_MAX, -1, true);
-  EXPECT_EQ(paged.splits, 32);  // 264 / 8 = 33, rounded to even splits of 16 blocks
-  EXPECT_GT(paged.ctas, 132);
-  EXPECT_LE(paged.ctas, 264);
+  EXPECT_EQ(dec::make_plan(1, 1, 8192, 32, 8, 128, 132, 2, SIZE_MAX, -1, true).splits, 16);
+  const dec::Plan paged64 = dec::make_plan(1, 1, 8192, 32, 8, 64, 132, 4, SIZE_MAX, -1, true);
+  EXPECT_EQ(paged64.splits, 64);  // 528 / 8 KV heads = 66, capped at 512 blocks / (4 warps x 2 blocks)
+  EXPECT_GT(paged64.ctas, 132);
+  EXPECT_LE(paged64.ctas, 528);
+  EXPECT_LE(dec::make_plan(1, 1, 8192, 32, 8, 64, 132, 4, SIZE_MAX).ctas, 132);
   const dec::Plan tiles = dec::make_plan(1, 16, 8192, 32, 8, 128, 132, 2, SIZE_MAX);  // 64 rows: 4 tiles
   EXPECT_EQ(tiles.row_tiles, 4);
   EXPECT_EQ(tiles.splits, 8);

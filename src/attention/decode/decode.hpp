@@ -52,9 +52,10 @@ size_t workspace_bytes(int64_t batch, int64_t heads_kv, int row_tiles, int split
 // heads x row tiles cannot fill a wave, as many splits as keep every CTA in that first wave (a
 // second, partial wave of memory-bound CTAs costs more than one split fewer), each split at least
 // kMinBlocksPerWarp key blocks per warp, and no more splits than the workspace holds. A wave is one
-// CTA per SM for a contiguous K/V read by one row tile (fewer, longer splits stream it as fast, with
-// less to merge), every CTA slot otherwise (scattered pages and several row tiles gain from more
-// CTAs in flight). window_left: the call's left window (-1: none); paged: K/V in a paged cache.
+// CTA per SM where one row tile reads a contiguous K/V, or a paged one at d >= 128 (fewer, longer
+// splits stream it as fast, with less to merge); every CTA slot otherwise (several row tiles, and
+// scattered pages read by d < 128 CTAs, which keep half the bytes in flight, gain from more CTAs).
+// window_left: the call's left window (-1: none); paged: K/V in a paged cache.
 Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int d, int sms,
                int ctas_per_sm, size_t workspace_bytes, int64_t window_left = -1, bool paged = false);
 
