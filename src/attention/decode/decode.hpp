@@ -56,6 +56,8 @@ size_t workspace_bytes(int64_t batch, int64_t heads_kv, int row_tiles, int split
 // splits stream it as fast, with less to merge); every CTA slot otherwise (several row tiles, and
 // scattered pages read by d < 128 CTAs, which keep half the bytes in flight, gain from more CTAs).
 // window_left: the call's left window (-1: none); paged: K/V in a paged cache.
+// CTAs per SM in the wave that make_plan's splits fill (of the ctas_per_sm that fit).
+int wave_ctas_per_sm(int d, bool paged, int row_tiles, int ctas_per_sm);
 Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int d, int sms,
                int ctas_per_sm, size_t workspace_bytes, int64_t window_left = -1, bool paged = false);
 

@@ -15,6 +15,11 @@ size_t workspace_bytes(int64_t batch, int64_t heads_kv, int row_tiles, int split
 
 int ctas_per_sm(int d, int smem_per_sm) { return smem_per_sm / (smem_bytes(d) + 1024); }  // + the CTA's reserved 1 KB
 
+int wave_ctas_per_sm(int d, bool paged, int row_tiles, int ctas_per_sm) {
+  if (row_tiles > 1 || (paged && d < 128)) return ctas_per_sm;  // wave rule: every slot
+  return 1;                                                      // wave rule: one per SM
+}
+
 Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int d, int sms,
                int ctas_per_sm, size_t workspace_bytes_given, int64_t window_left, bool paged) {
   Plan pl;
@@ -25,8 +30,7 @@ Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_
   // Keys before the first row's window are seen by no row.
   if (window_left >= 0) pl.key_block0 = int(std::max<int64_t>(0, seqlen_k - seqlen_q - window_left) / kBlockN);
   const int64_t key_blocks = std::max<int64_t>(1, (seqlen_k + kBlockN - 1) / kBlockN - pl.key_block0);
-  const bool one_per_sm = pl.row_tiles == 1 && (!paged || d >= 128);
-  const int64_t target = int64_t(std::max(1, sms)) * (one_per_sm ? 1 : std::max(1, ctas_per_sm));
+  const int64_t target = int64_t(std::max(1, sms)) * wave_ctas_per_sm(d, paged, pl.row_tiles, std::max(1, ctas_per_sm));
   int64_t splits = std::max<int64_t>(1, target / units);
   splits = std::min<int64_t>({splits, std::max<int64_t>(1, key_blocks / (kWarps * kMinBlocksPerWarp)), kMaxSplits});
   // No more than the workspace holds, and no more CTAs than a 1-D grid walk counts.
