@@ -16,8 +16,8 @@ size_t workspace_bytes(int64_t batch, int64_t heads_kv, int row_tiles, int split
 int ctas_per_sm(int d, int smem_per_sm) { return smem_per_sm / (smem_bytes(d) + 1024); }  // + the CTA's reserved 1 KB
 
 int wave_ctas_per_sm(int d, bool paged, int row_tiles, int ctas_per_sm) {
-  if (row_tiles > 1 || (paged && d < 128)) return ctas_per_sm;  // wave rule: every slot
-  return 1;                                                      // wave rule: one per SM
+  if (row_tiles > 1 || (paged && d < 128)) return ctas_per_sm;  // more CTAs in flight gain there
+  return 1;  // fewer, longer splits stream a contiguous cache (or d >= 128 pages) as fast, with less to merge
 }
 
 Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int d, int sms,
