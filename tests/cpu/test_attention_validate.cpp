@@ -973,6 +973,18 @@ TEST(DecodePlan, AWaveIsOneCtaPerSmForOneContiguousRowTile) {
   EXPECT_EQ(tiles.splits, 8);
 }
 
+TEST(DecodePlan, WaveRule) {
+  // (d, paged, row tiles, CTAs that fit an SM) -> CTAs per SM in the wave.
+  EXPECT_EQ(dec::wave_ctas_per_sm(128, false, 1, 2), 1);
+  EXPECT_EQ(dec::wave_ctas_per_sm(64, false, 1, 4), 1);
+  EXPECT_EQ(dec::wave_ctas_per_sm(128, true, 1, 2), 1);
+  EXPECT_EQ(dec::wave_ctas_per_sm(256, true, 1, 1), 1);
+  EXPECT_EQ(dec::wave_ctas_per_sm(64, true, 1, 4), 4);
+  EXPECT_EQ(dec::wave_ctas_per_sm(96, true, 1, 3), 3);
+  EXPECT_EQ(dec::wave_ctas_per_sm(128, false, 2, 2), 2);
+  EXPECT_EQ(dec::wave_ctas_per_sm(64, false, 8, 4), 4);
+}
+
 TEST(DecodePlan, WorkspaceLimitsTheSplits) {
   const dec::Plan full = dec::make_plan(1, 1, 1 << 16, 32, 8, 128, 132, 2, SIZE_MAX);
   ASSERT_GT(full.splits, 2);
