@@ -45,7 +45,8 @@ tessera_gemm_args_t to_c(const GemmArgs& a) noexcept {
                              tessera_bias_mode_t(a.bias_mode),
                              a.bias_batch_stride,
                              tessera_activation_t(a.activation),
-                             a.max_sms};
+                             a.max_sms,
+                             tessera_precision_t(a.precision)};
 }
 
 GemmArgs from_c(const tessera_gemm_args_t& a) {
@@ -64,6 +65,7 @@ GemmArgs from_c(const tessera_gemm_args_t& a) {
   r.bias_batch_stride = a.bias_batch_stride;
   r.activation = Activation(a.activation);
   r.max_sms = a.max_sms;
+  r.precision = Precision(a.precision);  // out-of-range codes are rejected by validation
   return r;
 }
 

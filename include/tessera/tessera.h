@@ -74,10 +74,20 @@ typedef enum tessera_activation_t {
   TESSERA_ACTIVATION_SILU = 4       /* x * sigmoid(x)                                               */
 } tessera_activation_t;
 
+/* How F32 operands meet the tensor cores (ignored for F16 / BF16, which must leave it at DEFAULT). */
+typedef enum tessera_precision_t {
+  TESSERA_PRECISION_DEFAULT = 0, /* F32 operands: TF32                                              */
+  TESSERA_PRECISION_TF32 = 1,    /* each product of the operands rounded to tf32 (10-bit mantissa)  */
+  TESSERA_PRECISION_TF32X3 = 2   /* 3xTF32: each operand split into a tf32 high part and a tf32 low
+                                    part, three products (hi hi + lo hi + hi lo): ~fp32 accuracy at
+                                    3x the tensor-core work                                          */
+} tessera_precision_t;
+
 /* D = act(alpha * op(A) * op(B) + beta * C + bias), computed in F32 and rounded once.
  *   op(A): M x K, op(B): K x N, C and D: M x N.
  *   C may have a null ptr when beta == 0 (then C is not read at all). C's dtype equals D's.
- *   A and B: F16 or BF16 (the same); D: F16, BF16 or F32; accumulation in F32.
+ *   A and B: F16, BF16 or F32 (the same; F32 as tf32 or 3xTF32, see `precision`); D: F16, BF16 or
+ *   F32; accumulation in F32.
  *   bias (optional): a contiguous vector in D's dtype, N elements for TESSERA_BIAS_PER_COLUMN, M for
  *   TESSERA_BIAS_PER_ROW; batch l reads bias + l * bias_batch_stride (0 = one vector for every
  *   batch). NULL with TESSERA_BIAS_NONE; with a mode, NULL only where the vector is empty (as for a
@@ -106,6 +116,8 @@ typedef struct tessera_gemm_args_t {
    * 0 = every SM. With a budget no CTA ever waits for another CTA (split-K folds serially, no
    * stream-K), so a GEMM stays correct and finishes beside kernels that hold the other SMs (NCCL). */
   int max_sms;
+  /* F32 operands only: TF32 (the default) or TF32X3; F16 / BF16 operands need DEFAULT. */
+  tessera_precision_t precision;
 } tessera_gemm_args_t;
 
 /* Bytes of workspace that let every operand use the fastest path (0 if none is needed).

@@ -12,6 +12,8 @@
 namespace tessera {
 
 enum class DType : int { F16 = TESSERA_DTYPE_F16, BF16 = TESSERA_DTYPE_BF16, F32 = TESSERA_DTYPE_F32 };
+// F32 operands: TF32 (Default) or 3xTF32 (~fp32 accuracy, 3x the tensor-core work); tessera_precision_t.
+enum class Precision : int { Default = TESSERA_PRECISION_DEFAULT, TF32 = TESSERA_PRECISION_TF32, TF32x3 = TESSERA_PRECISION_TF32X3 };
 enum class Layout : int { RowMajor = TESSERA_ROW_MAJOR, ColMajor = TESSERA_COL_MAJOR };
 enum class Op : int { N = TESSERA_OP_N, T = TESSERA_OP_T };
 enum class BiasMode : int {
@@ -94,6 +96,11 @@ struct GemmArgs {
   // no CTA waits for another (serial split-K fold, no stream-K), so the GEMM finishes beside kernels
   // holding the other SMs.
   int max_sms = 0;
+  // F32 operands (a.dtype == b.dtype == F32): on the tensor cores as tf32 (Default, TF32) or 3xTF32;
+  // F16 / BF16 operands need Default. Without the workspace gemm_workspace_size asks for, F32
+  // operands that are not K-major (or not 16-byte aligned), and every 3xTF32 call, run on the CUDA
+  // cores in plain fp32 instead.
+  Precision precision = Precision::Default;
 };
 
 // D = act(alpha * op(A) * op(B) + beta * C + bias) on `stream` (a cudaStream_t; nullptr = default

@@ -150,7 +150,7 @@ int64_t launch_gemm(const tessera::GemmArgs& g, uintptr_t ws, size_t ws_bytes, b
 
 int64_t matmul_tensors(nb::handle a, nb::handle b, nb::handle c, nb::handle d, float alpha, float beta,
                        nb::handle bias, int activation, uintptr_t ws, size_t ws_bytes, bool ws_cached,
-                       uintptr_t stream, int max_sms) {
+                       uintptr_t stream, int max_sms, int precision) {
   View va, vb, vd;
   if (!view_of(a, &va) || !view_of(b, &vb) || !view_of(d, &vd)) return kGeneral;
   tessera::GemmArgs g;
@@ -184,6 +184,7 @@ int64_t matmul_tensors(nb::handle a, nb::handle b, nb::handle c, nb::handle d, f
   g.beta = beta;
   g.activation = tessera::Activation(activation);
   g.max_sms = max_sms;
+  g.precision = tessera::Precision(precision);
   return launch_gemm(g, ws, ws_bytes, ws_cached, stream);
 }
 
@@ -262,6 +263,7 @@ void bind_eager(nb::module_& m) {
       "f16"_a, "bf16"_a, "f32"_a, "Registers torch.float16, torch.bfloat16, torch.float32 for the tensor entries.");
   m.def("matmul_tensors", &matmul_tensors, "a"_a, "b"_a, "c"_a.none(), "d"_a, "alpha"_a, "beta"_a, "bias"_a.none(),
         "activation"_a, "workspace"_a, "workspace_bytes"_a, "workspace_cached"_a, "stream"_a, "max_sms"_a,
+        "precision"_a = 0,
         "d = act(alpha * a @ b + beta * c + bias) from torch tensors in one call: 0 when launched; the\n"
         "workspace bytes to allocate when the given workspace is too small (or is a cached one while\n"
         "the stream is capturing); -1 when the general path must handle the call. Raises as gemm().");

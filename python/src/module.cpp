@@ -73,7 +73,7 @@ struct Epilogue {
 
 tessera::GemmArgs make_gemm_args(const tessera::Matrix& a, const tessera::Matrix& b, const tessera::Matrix& d,
                                  const tessera::Matrix* c, float alpha, float beta, int op_a, int op_b,
-                                 const std::string& config, const Epilogue& epi, int max_sms = 0) {
+                                 const std::string& config, const Epilogue& epi, int max_sms = 0, int precision = 0) {
   tessera::GemmArgs g;
   g.a = a;
   g.b = b;
@@ -89,6 +89,7 @@ tessera::GemmArgs make_gemm_args(const tessera::Matrix& a, const tessera::Matrix
   g.bias_batch_stride = epi.bias_batch_stride;
   g.activation = tessera::Activation(epi.activation);
   g.max_sms = max_sms;
+  g.precision = tessera::Precision(precision);  // out-of-range codes are rejected by validation
   return g;
 }
 
@@ -121,6 +122,9 @@ NB_MODULE(_C, m) {
   m.attr("ACTIVATION_GELU") = int(TESSERA_ACTIVATION_GELU);
   m.attr("ACTIVATION_GELU_TANH") = int(TESSERA_ACTIVATION_GELU_TANH);
   m.attr("ACTIVATION_SILU") = int(TESSERA_ACTIVATION_SILU);
+  m.attr("PRECISION_DEFAULT") = int(TESSERA_PRECISION_DEFAULT);
+  m.attr("PRECISION_TF32") = int(TESSERA_PRECISION_TF32);
+  m.attr("PRECISION_TF32X3") = int(TESSERA_PRECISION_TF32X3);
   m.attr("STATUS_SUCCESS") = int(TESSERA_STATUS_SUCCESS);
   m.attr("STATUS_INVALID_ARGUMENT") = int(TESSERA_STATUS_INVALID_ARGUMENT);
   m.attr("STATUS_NOT_SUPPORTED") = int(TESSERA_STATUS_NOT_SUPPORTED);
@@ -182,9 +186,10 @@ NB_MODULE(_C, m) {
       [](const tessera::Matrix& a, const tessera::Matrix& b, const tessera::Matrix& d, const tessera::Matrix* c,
          float alpha, float beta, int op_a, int op_b, uintptr_t workspace, size_t workspace_bytes, uintptr_t stream,
          const std::string& config, uintptr_t bias, int bias_mode, int64_t bias_batch_stride, int activation,
-         int max_sms) {
+         int max_sms, int precision) {
         const tessera::GemmArgs g = make_gemm_args(a, b, d, c, alpha, beta, op_a, op_b, config,
-                                                   Epilogue{bias, bias_mode, bias_batch_stride, activation}, max_sms);
+                                                   Epilogue{bias, bias_mode, bias_batch_stride, activation}, max_sms,
+                                                   precision);
         tessera::Status s;
         {
           nb::gil_scoped_release release;
@@ -196,6 +201,7 @@ NB_MODULE(_C, m) {
       "op_a"_a = int(TESSERA_OP_N), "op_b"_a = int(TESSERA_OP_N), "workspace"_a = 0, "workspace_bytes"_a = 0,
       "stream"_a = 0, "config"_a = "", "bias"_a = 0, "bias_mode"_a = int(TESSERA_BIAS_NONE),
       "bias_batch_stride"_a = 0, "activation"_a = int(TESSERA_ACTIVATION_NONE), "max_sms"_a = 0,
+      "precision"_a = int(TESSERA_PRECISION_DEFAULT),
       "D = act(alpha * op(A) * op(B) + beta * C + bias) on `stream` (a cudaStream_t as an int; 0 = default\n"
       "stream). bias: a device pointer in D's dtype (0 = none) with bias_mode BIAS_PER_COLUMN (N values) or\n"
       "BIAS_PER_ROW (M values), batch l at bias + l * bias_batch_stride; activation: an ACTIVATION_* code.\n"
@@ -205,16 +211,17 @@ NB_MODULE(_C, m) {
       "gemm_workspace_size",
       [](const tessera::Matrix& a, const tessera::Matrix& b, const tessera::Matrix& d, const tessera::Matrix* c,
          float alpha, float beta, int op_a, int op_b, const std::string& config, uintptr_t bias, int bias_mode,
-         int64_t bias_batch_stride, int activation) {
+         int64_t bias_batch_stride, int activation, int precision) {
         size_t bytes = 0;
         check(tessera::gemm_workspace_size(make_gemm_args(a, b, d, c, alpha, beta, op_a, op_b, config,
-                                                          Epilogue{bias, bias_mode, bias_batch_stride, activation}),
+                                                          Epilogue{bias, bias_mode, bias_batch_stride, activation}, 0, precision),
                                            &bytes));
         return bytes;
       },
       "a"_a, "b"_a, "d"_a, "c"_a.none() = nb::none(), "alpha"_a = 1.0f, "beta"_a = 0.0f,
       "op_a"_a = int(TESSERA_OP_N), "op_b"_a = int(TESSERA_OP_N), "config"_a = "", "bias"_a = 0,
       "bias_mode"_a = int(TESSERA_BIAS_NONE), "bias_batch_stride"_a = 0, "activation"_a = int(TESSERA_ACTIVATION_NONE),
+      "precision"_a = int(TESSERA_PRECISION_DEFAULT),
       "Validates the GEMM arguments and returns the workspace bytes that let every operand take the\n"
       "fastest path on the current device (0 when none is needed; without a device, a bound for any).");
 
@@ -222,16 +229,17 @@ NB_MODULE(_C, m) {
       "gemm_select_config",
       [](const tessera::Matrix& a, const tessera::Matrix& b, const tessera::Matrix& d, const tessera::Matrix* c,
          float alpha, float beta, int op_a, int op_b, const std::string& config, uintptr_t bias, int bias_mode,
-         int64_t bias_batch_stride, int activation) {
+         int64_t bias_batch_stride, int activation, int precision) {
         std::string name;
         check(tessera::gemm_select_config(make_gemm_args(a, b, d, c, alpha, beta, op_a, op_b, config,
-                                                         Epilogue{bias, bias_mode, bias_batch_stride, activation}),
+                                                         Epilogue{bias, bias_mode, bias_batch_stride, activation}, 0, precision),
                                           &name));
         return name;
       },
       "a"_a, "b"_a, "d"_a, "c"_a.none() = nb::none(), "alpha"_a = 1.0f, "beta"_a = 0.0f,
       "op_a"_a = int(TESSERA_OP_N), "op_b"_a = int(TESSERA_OP_N), "config"_a = "", "bias"_a = 0,
       "bias_mode"_a = int(TESSERA_BIAS_NONE), "bias_batch_stride"_a = 0, "activation"_a = int(TESSERA_ACTIVATION_NONE),
+      "precision"_a = int(TESSERA_PRECISION_DEFAULT),
       "Name of the configuration gemm() would run on the current device.");
 
   // ---- attention forward ----

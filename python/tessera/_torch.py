@@ -128,17 +128,17 @@ def _with_workspace(t: Tensor, launch) -> bool:
     return launch(stream, ws.data_ptr(), need, False) == 0
 
 
-def _matmul_eager(a, b, c, alpha, beta, bias, act, d, max_sms) -> bool:
+def _matmul_eager(a, b, c, alpha, beta, bias, act, d, max_sms, precision=0) -> bool:
     """Runs d = act(alpha a @ b + beta c + bias) by the eager path; False when the general path must.
     _with_workspace written out: the cached-workspace hit is the whole of a small matmul's host cost."""
     dev = a.get_device()
     stream = _raw_stream(dev)
     ws_ptr, ws_bytes, _ = _ws_cache.get((dev, stream), _NO_WS)
-    need = _C.matmul_tensors(a, b, c, d, alpha, beta, bias, act, ws_ptr, ws_bytes, True, stream, max_sms)
+    need = _C.matmul_tensors(a, b, c, d, alpha, beta, bias, act, ws_ptr, ws_bytes, True, stream, max_sms, precision)
     if need <= 0:
         return need == 0
     return _with_workspace(a, lambda stream, ws, ws_bytes, cached: _C.matmul_tensors(
-        a, b, c, d, alpha, beta, bias, act, ws, ws_bytes, cached, stream, max_sms))
+        a, b, c, d, alpha, beta, bias, act, ws, ws_bytes, cached, stream, max_sms, precision))
 
 
 def _attention_eager(q, k, v, o, lse, causal, scale, bshd, max_sms, window_left, window_right, softcap) -> bool:
@@ -198,7 +198,7 @@ def _matmul_shape(a: Tensor, b: Tensor) -> Tuple[int, ...]:
 
 
 def _gemm_into(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: float, d: Tensor,
-               bias: Optional[Tensor] = None, activation: int = 0, max_sms: int = 0) -> None:
+               bias: Optional[Tensor] = None, activation: int = 0, max_sms: int = 0, precision: int = 0) -> None:
     """d = act(alpha * a @ b + beta * c + bias), d of shape _matmul_shape(a, b); bias (N,) is added to
     every row of every batch; activation is a tessera activation code (_C.ACTIVATION_*)."""
     device = a.device
@@ -231,7 +231,7 @@ def _gemm_into(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: fl
     if md is None:  # an output view with no row/column-major form: compute densely, then copy
         target = torch.empty(d.shape, dtype=d.dtype, device=device)
         md = _matrix(target, d_code)
-    epilogue = dict(bias=bias_ptr, bias_mode=bias_mode, activation=activation)
+    epilogue = dict(bias=bias_ptr, bias_mode=bias_mode, activation=activation, precision=precision)
     with _on_device(device):
         ws_bytes = _C.gemm_workspace_size(ma, mb, md, mc, alpha, beta, **epilogue)
         ws = torch.empty(ws_bytes, dtype=torch.uint8, device=device) if ws_bytes else None
@@ -245,39 +245,39 @@ def _gemm_into(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: fl
 @torch.library.custom_op("tessera::matmul", mutates_args=())
 def _matmul_op(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: float,
                out_dtype: Optional[torch.dtype], bias: Optional[Tensor] = None, activation: int = 0,
-               max_sms: int = 0) -> Tensor:
+               max_sms: int = 0, precision: int = 0) -> Tensor:
     shape = _matmul_shape(a, b)
     d = torch.empty(shape, dtype=out_dtype if out_dtype is not None else a.dtype, device=a.device)
-    _gemm_into(a, b, c, alpha, beta, d, bias, activation, max_sms)
+    _gemm_into(a, b, c, alpha, beta, d, bias, activation, max_sms, precision)
     return d
 
 
 @_matmul_op.register_fake
-def _matmul_fake(a, b, c, alpha, beta, out_dtype, bias=None, activation=0, max_sms=0):
+def _matmul_fake(a, b, c, alpha, beta, out_dtype, bias=None, activation=0, max_sms=0, precision=0):
     shape = _matmul_shape(a, b)
     return a.new_empty(shape, dtype=out_dtype if out_dtype is not None else a.dtype)
 
 
 @torch.library.custom_op("tessera::matmul_out", mutates_args=("d",))
 def _matmul_out_op(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: float, d: Tensor,
-                   bias: Optional[Tensor] = None, activation: int = 0, max_sms: int = 0) -> None:
+                   bias: Optional[Tensor] = None, activation: int = 0, max_sms: int = 0, precision: int = 0) -> None:
     shape = _matmul_shape(a, b)
     if tuple(d.shape) != tuple(shape):
         raise ValueError(f"out: must have shape {tuple(shape)}, got {tuple(d.shape)}")
-    _gemm_into(a, b, c, alpha, beta, d, bias, activation, max_sms)
+    _gemm_into(a, b, c, alpha, beta, d, bias, activation, max_sms, precision)
 
 
 @_matmul_out_op.register_fake
-def _matmul_out_fake(a, b, c, alpha, beta, d, bias=None, activation=0, max_sms=0):
+def _matmul_out_fake(a, b, c, alpha, beta, d, bias=None, activation=0, max_sms=0, precision=0):
     return None
 
 
 def matmul(a: Tensor, b: Tensor, *, c: Optional[Tensor] = None, alpha: float = 1.0, beta: float = 0.0,
            bias: Optional[Tensor] = None, activation: Optional[str] = None, out: Optional[Tensor] = None,
-           out_dtype: Optional[torch.dtype] = None, max_sms: int = 0) -> Tensor:
+           out_dtype: Optional[torch.dtype] = None, max_sms: int = 0, precision: Optional[str] = None) -> Tensor:
     """``D = act(alpha * a @ b + beta * c + bias)`` on tensor cores (fp32 accumulation, one rounding).
 
-    a: (M, K) or (L, M, K); b: (K, N) or (L, K, N); float16 or bfloat16 (the same). A 2-D operand
+    a: (M, K) or (L, M, K); b: (K, N) or (L, K, N); float16, bfloat16 or float32 (the same). A 2-D operand
     (or a batch of 1) is broadcast over the other's batch. Any strides with a row-major (stride
     (ld, 1)) or column-major (stride (1, ld)) form are read in place, transposed views included;
     other strides (e.g. both != 1) are first copied with ``.contiguous()``.
@@ -290,6 +290,9 @@ def matmul(a: Tensor, b: Tensor, *, c: Optional[Tensor] = None, alpha: float = 1
     in fp32 on the accumulators, no extra pass over the output.
     max_sms: an SM budget (0 = every SM): the GEMM runs on at most this many SMs at once and none of
     its CTAs waits for another, so it finishes beside kernels that hold the other SMs (NCCL).
+    precision (float32 operands only): "tf32" (the default: products of tf32-rounded operands, like
+    torch with ``allow_tf32``) or "tf32x3" (each operand split into tf32 high and low parts, three
+    products: about fp32 accuracy at three times the tensor-core work).
     Runs on the current CUDA stream. Workspace (for operands that are not 16-byte aligned, and for
     split-K / stream-K where the heuristic cuts K) comes from PyTorch's caching allocator: in eager
     mode one buffer per stream, kept and reused (``clear_workspace_cache()`` releases them); in a
@@ -301,6 +304,9 @@ def matmul(a: Tensor, b: Tensor, *, c: Optional[Tensor] = None, alpha: float = 1
     if act < 0:
         names = sorted(k for k in _ACTIVATIONS if k is not None)
         raise ValueError(f"activation: must be None or one of {names} (got {activation!r})")
+    prec = _PRECISIONS.get(precision, -1) if isinstance(precision, (str, type(None))) else -1
+    if prec < 0:
+        raise ValueError(f"precision: must be None, 'tf32' or 'tf32x3' (got {precision!r})")
     if _eager(a, b) and (out is None or out_dtype is None or out.dtype == out_dtype):
         if out is None:
             shape = (a.shape[0], b.shape[1]) if a.dim() == 2 and b.dim() == 2 else _matmul_shape(a, b)
@@ -308,7 +314,7 @@ def matmul(a: Tensor, b: Tensor, *, c: Optional[Tensor] = None, alpha: float = 1
             d = a.new_empty(shape) if out_dtype is None else a.new_empty(shape, dtype=out_dtype)
         else:
             d = out
-        if _matmul_eager(a, b, c, float(alpha), float(beta), bias, act, d, int(max_sms)):
+        if _matmul_eager(a, b, c, float(alpha), float(beta), bias, act, d, int(max_sms), prec):
             return d
     n = b.shape[-1]
     if bias is not None and (bias.dim() != 1 or bias.shape[0] != n):
@@ -316,9 +322,9 @@ def matmul(a: Tensor, b: Tensor, *, c: Optional[Tensor] = None, alpha: float = 1
     if out is not None:
         if out_dtype is not None and out.dtype != out_dtype:
             raise ValueError(f"out_dtype: {out_dtype} disagrees with out.dtype ({out.dtype})")
-        torch.ops.tessera.matmul_out(a, b, c, float(alpha), float(beta), out, bias, act, int(max_sms))
+        torch.ops.tessera.matmul_out(a, b, c, float(alpha), float(beta), out, bias, act, int(max_sms), prec)
         return out
-    return torch.ops.tessera.matmul(a, b, c, float(alpha), float(beta), out_dtype, bias, act, int(max_sms))
+    return torch.ops.tessera.matmul(a, b, c, float(alpha), float(beta), out_dtype, bias, act, int(max_sms), prec)
 
 
 # matmul's activation names -> the library's codes (tessera_activation_t).
@@ -329,6 +335,9 @@ _ACTIVATIONS = {
     "gelu_tanh": _C.ACTIVATION_GELU_TANH,
     "silu": _C.ACTIVATION_SILU,
 }
+
+# matmul's precision names -> the library's codes (tessera_precision_t).
+_PRECISIONS = {None: _C.PRECISION_DEFAULT, "tf32": _C.PRECISION_TF32, "tf32x3": _C.PRECISION_TF32X3}
 
 
 # ----------------------------------------------------------------------------------- attention

@@ -29,6 +29,8 @@ struct Config {
   bool stream_k = false;  // sm90: can walk stream-K shares (not the three-warpgroup tile: sm90/config_shape.hpp)
   bool flip = false;      // sm90: can write a column-major canonical D, the flipped orientation (sm90/config_shape.hpp)
   bool l2_warm = false;   // sm90: can prefetch its first k-tiles into L2 at entry (sm90/config_shape.hpp)
+  bool tf32 = false;      // runs fp32 operands as tf32 (sm90/configs.def TESSERA_SM90_TF32; the fallback in fp32)
+  bool tf32x3 = false;    // ... and 3xTF32, whose sums need the promoted accumulators (sm90 Traits::kPromote)
 };
 
 const std::vector<Config>& configs();
@@ -69,6 +71,10 @@ struct HeuristicInput {
   // Both operands K-major and readable in 16-byte vectors (aligned, or padded into the workspace),
   // K > 0: the skinny kernel can run a problem with a side of at most skinny::kMaxRows.
   bool skinny_ok = false;
+  // fp32 operands: only the configs with Config::tf32 run them, and `k` counts K in 16-bit steps
+  // (twice the elements), as the configs' BK does, so k-tiles and bytes come out right.
+  bool f32 = false;
+  bool f32x3 = false;  // 3xTF32: only the configs with Config::tf32x3
 };
 
 // Decode shapes (a side of at most this many rows, both operands K-major) go to the skinny kernel

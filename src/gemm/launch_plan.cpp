@@ -33,6 +33,21 @@ ConfigChoice requested_config(const GemmArgs& args, const detail::Environment& e
   return name.empty() ? ConfigChoice{} : find_config_choice(name);
 }
 
+// K as the heuristic and the sm90 rows count it: the kernels' K (3xTF32 triples it, once the operands
+// are prepared) in 16-bit steps, since configs.def's BK counts 16-bit elements (a tf32 k-tile holds
+// BK / 2).
+long long k_steps(const GemmPlan& plan, bool prepared) {
+  const long long k = prepared ? plan.kernel_k : plan.params.k;
+  return plan.ab_dtype == kF32 ? 2 * k : k;
+}
+
+std::string tf32_config_names(bool x3) {
+  std::string s;
+  for (const Config& c : configs())
+    if (x3 ? c.tf32x3 : c.tf32) s += (s.empty() ? "" : ", ") + std::string(c.name);
+  return s;
+}
+
 struct Choice {
   const Config* config = nullptr;
   bool explicit_choice = false;
@@ -52,10 +67,16 @@ int flip_mode(const GemmPlan& plan, const detail::Environment& env) {
 Status choose(const ConfigChoice& req, const GemmPlan& plan, const detail::DeviceInfo& dev, bool tma_ok, int flip,
               Choice* out) {
   const int cc = dev.cc_major * 10 + dev.cc_minor;
-  HeuristicInput in{plan.params.m, plan.params.n, plan.params.k, plan.params.batch, dev.sm_count,
+  HeuristicInput in{plan.params.m, plan.params.n, k_steps(plan, tma_ok), plan.params.batch, dev.sm_count,
                     cc,            dev.smem_optin, tma_ok,        flip};
-  in.skinny_ok = tma_ok && plan.a.k_major && plan.b.k_major;
+  in.f32 = plan.ab_dtype == kF32;
+  in.f32x3 = in.f32 && plan.a.split != kSplitNone;
+  in.skinny_ok = tma_ok && plan.a.k_major && plan.b.k_major && !in.f32;
   if (const Config* c = req.config) {
+    if ((in.f32 && !c->tf32) || (in.f32x3 && !c->tf32x3))
+      return fail(TESSERA_STATUS_NOT_SUPPORTED, std::string("config: '") + c->name + "' has no kernel for f32 operands (" +
+                                                    (in.f32x3 ? "tf32x3" : "tf32") + "); those with one: " +
+                                                    tf32_config_names(in.f32x3));
     if (cc < c->min_cc || cc > c->max_cc || c->smem_bytes > dev.smem_optin)
       return fail(TESSERA_STATUS_NOT_SUPPORTED, std::string("config: '") + c->name + "' needs sm_" +
                                                     std::to_string(c->min_cc) +
@@ -88,7 +109,8 @@ Status choose(const ConfigChoice& req, const GemmPlan& plan, const detail::Devic
   // in the orientation it was timed in.
   if (pick.config->kernel != Kernel::Fallback)
     if (const ConfigChoice tuned = tuned_config(plan, dev, tma_ok); tuned.config)
-      if ((!tuned.flip || flip != 0) && (tuned.config->kernel != Kernel::Skinny || skinny_runs(in, skinny::kMaxRows)))
+      if ((!tuned.flip || flip != 0) && (!in.f32 || tuned.config->tf32) && (!in.f32x3 || tuned.config->tf32x3) &&
+          (tuned.config->kernel != Kernel::Skinny || skinny_runs(in, skinny::kMaxRows)))
         *out = {tuned.config, false, tuned.flip || (flip == 2 && tuned.config->flip)};
   return Status::success();
 }
@@ -97,15 +119,18 @@ Status choose(const ConfigChoice& req, const GemmPlan& plan, const detail::Devic
 Status plan_sm90(const Config& cfg, const GemmPlan& plan, bool flip, const detail::DeviceInfo& dev, int budget,
                  bool budgeted, size_t room, const detail::Environment& env, LaunchPlan* lp) {
   const GemmParams& p = plan.params;
+  const long long k = k_steps(plan, true);
   // The flipped orientation runs data-parallel: its epilogue is the TMA store, split-K's the staging.
-  Decomposition dc = flip ? Decomposition{} : select_decomposition(cfg, p.m, p.n, p.k, p.batch, budget);
+  Decomposition dc = flip ? Decomposition{} : select_decomposition(cfg, p.m, p.n, k, p.batch, budget);
   if (env.gemm_splits > 0 && !flip) dc = Decomposition{env.gemm_splits, false};
   if (env.gemm_streamk >= 0 && dc.splits == 1 && !flip) dc.stream_k = env.gemm_streamk == 1 && cfg.stream_k;
   if (budgeted) dc.stream_k = false;  // a stream-K owner waits for later workers: none may wait with a budget
   while (dc.splits > 1 && splitk_bytes(cfg, p.m, p.n, p.batch, dc.splits) > room) --dc.splits;
 
   const int cluster = cfg.cluster_m * cfg.cluster_n;
-  int clusters = sm90::prepare(cfg.id, plan.ab_dtype, plan.a.k_major, plan.b.k_major, dev.sm_count);
+  // (fp32 operands reach the kernels K-major: read as they are only when they are, else copied so.)
+  int clusters = sm90::prepare(cfg.id, plan.ab_dtype, plan.a.k_major || plan.a.f32, plan.b.k_major || plan.b.f32,
+                               dev.sm_count);
   if (clusters < 0)
     return fail(TESSERA_STATUS_CUDA_ERROR, std::string(cfg.name) + ": setting up the kernel: " +
                                                cudaGetErrorString(cudaError_t(-clusters)));
@@ -122,14 +147,15 @@ Status plan_sm90(const Config& cfg, const GemmPlan& plan, bool flip, const detai
   l.l2_warm = env.gemm_l2_warm >= 0 && cfg.l2_warm ? env.gemm_l2_warm
                                                    : l2_warm_ktiles(cfg, dc, p.m, p.n, p.batch, budget);
   l.dependent_launch = env.gemm_pdl;
+  l.promote = plan.a.split != kSplitNone;  // 3xTF32 (choose() kept it to rows that promote)
 
   // The grid of every batch chunk the launcher will cut (launch_batched): the first and the last.
   const sm90::TileShape shape{cfg.bm, cfg.bn, cfg.bk, cfg.cluster_m, cfg.cluster_n};
   sm90::Grid g, last;
   const int first_chunk = std::min(p.batch, kMaxGridBatch);
   const int last_chunk = p.batch % kMaxGridBatch ? p.batch % kMaxGridBatch : first_chunk;
-  if (!sm90::grid_of(shape, p.m, p.n, p.k, first_chunk, dc.splits, dc.stream_k, clusters, &g) ||
-      !sm90::grid_of(shape, p.m, p.n, p.k, last_chunk, dc.splits, dc.stream_k, clusters, &last))
+  if (!sm90::grid_of(shape, p.m, p.n, k, first_chunk, dc.splits, dc.stream_k, clusters, &g) ||
+      !sm90::grid_of(shape, p.m, p.n, k, last_chunk, dc.splits, dc.stream_k, clusters, &last))
     return fail(TESSERA_STATUS_NOT_SUPPORTED, std::string(cfg.name) +
                                                   ": the problem has more work items than the kernel's 32-bit walk "
                                                   "counts (M, N, K, batch); split the batch");
@@ -155,7 +181,8 @@ Status plan_uncached(const GemmArgs& args, const ConfigChoice& req, const detail
   within.sm_count = budget;
   const bool aligned = plan.a.aligned && plan.b.aligned;
   const size_t pad_bytes = plan.a.pad_bytes + plan.b.pad_bytes;  // the workspace's first part
-  const bool tma_ok = plan.params.k > 0 && (aligned || ws >= pad_bytes);
+  // (3xTF32 triples K: past the kernels' 32-bit K it runs on the fallback, in plain fp32.)
+  const bool tma_ok = plan.params.k > 0 && (aligned || ws >= pad_bytes) && plan.kernel_k <= kMaxKernelK;
   Choice choice;
   if (Status s = choose(req, plan, within, tma_ok, flip_mode(plan, env), &choice); !s.ok()) return s;
   // The flipped orientation: the same operands and pads with the roles of A and B (M and N) swapped.
@@ -165,7 +192,7 @@ Status plan_uncached(const GemmArgs& args, const ConfigChoice& req, const detail
   lp.flip = choice.flip;
   const Config* cfg = choice.config;
   if (cfg->kernel != Kernel::Fallback && !aligned) {
-    if (ws >= pad_bytes) {
+    if (tma_ok) {
       lp.pad_a = !plan.a.aligned;
       lp.pad_b = !plan.b.aligned;
       lp.pad_b_offset = plan.a.pad_bytes;
@@ -226,7 +253,7 @@ Key key_of(const GemmArgs& a, const ConfigChoice& req, int device, size_t ws) {
   const bool use_c = a.beta != 0.0f;
   put(uint64_t(uint32_t(device)) | uint64_t(g_plan_epoch.load(std::memory_order_relaxed)) << 32);
   put(uint64_t(a.op_a) | uint64_t(a.op_b) << 8 | uint64_t(use_c) << 16 | uint64_t(a.bias_mode) << 24 |
-      uint64_t(aligned16(a.bias)) << 32 | uint64_t(a.activation) << 40);
+      uint64_t(aligned16(a.bias)) << 32 | uint64_t(a.activation) << 40 | uint64_t(a.precision) << 48);
   matrix(a.a);
   matrix(a.b);
   matrix(a.d);

@@ -21,7 +21,7 @@ int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // op(X) as an (outer-extent x K) operand: `rows_are_k` says whether op(X)'s rows are the K mode
 // (true for B, whose op(B) is K x N).
-OperandPlan operand(const Matrix& x, Op op, bool rows_are_k, int64_t batch) {
+OperandPlan operand(const Matrix& x, Op op, bool rows_are_k, int64_t batch, bool split3) {
   // op(X) is row-major when exactly one of (stored row-major, transposed) holds.
   const bool op_row_major = (x.layout == Layout::RowMajor) != (op == Op::T);
   const int64_t op_rows = op == Op::N ? x.rows : x.cols;
@@ -35,15 +35,23 @@ OperandPlan operand(const Matrix& x, Op op, bool rows_are_k, int64_t batch) {
   p.k_major = rows_are_k ? !op_row_major : op_row_major;
   const bool broadcast = x.batch_count == 1 || x.batch_stride == 0 || batch <= 1;
   p.batch_stride = broadcast ? 0 : x.batch_stride;
+  p.padded_batches = broadcast ? 1 : batch;
+  p.f32 = x.dtype == DType::F32;
 
+  const int64_t vec = p.f32 ? 4 : 8;  // elements per 16 bytes
   const int64_t contiguous = p.k_major ? p.k : p.rows;
   const int64_t outer = p.k_major ? p.rows : p.k;
   const bool base_ok = reinterpret_cast<uintptr_t>(x.ptr) % 16 == 0;
-  p.aligned = p.k == 0 ||
-              (base_ok && p.ld % 8 == 0 && contiguous % 8 == 0 && (broadcast || p.batch_stride % 8 == 0));
-  p.padded_ld = round_up(contiguous, 8);
-  p.padded_batches = broadcast ? 1 : batch;
-  p.pad_bytes = p.aligned ? 0 : size_t(round_up(p.padded_ld * outer * p.padded_batches * 2, 256));
+  p.aligned = p.k == 0 || (base_ok && p.ld % vec == 0 && contiguous % vec == 0 &&
+                           (broadcast || p.batch_stride % vec == 0) && (!p.f32 || (p.k_major && !split3)));
+  if (p.f32) {  // copied K-major: rows of segments x padded_k
+    p.padded_k = round_up(p.k, 4);
+    p.padded_ld = (split3 ? 3 : 1) * p.padded_k;
+    p.pad_bytes = p.aligned ? 0 : size_t(round_up(p.padded_ld * p.rows * p.padded_batches * 4, 256));
+  } else {
+    p.padded_ld = round_up(contiguous, 8);
+    p.pad_bytes = p.aligned ? 0 : size_t(round_up(p.padded_ld * outer * p.padded_batches * 2, 256));
+  }
   return p;
 }
 
@@ -57,10 +65,13 @@ GemmPlan make_plan(const GemmArgs& args, bool flip) {
   plan.empty = m == 0 || n == 0 || batch == 0;
   plan.ab_dtype = tag_of(args.a.dtype);
 
-  OperandPlan a = operand(args.a, args.op_a, false, batch);  // M x K
-  OperandPlan b = operand(args.b, args.op_b, true, batch);   // N x K
+  const bool split3 = args.a.dtype == DType::F32 && args.precision == Precision::TF32x3;
+  OperandPlan a = operand(args.a, args.op_a, false, batch, split3);  // M x K
+  OperandPlan b = operand(args.b, args.op_b, true, batch, split3);   // N x K
   plan.swapped = (args.d.layout == Layout::ColMajor) != flip;
   if (plan.swapped) std::swap(a, b);
+  if (split3) a.split = kSplitA, b.split = kSplitB;  // by canonical role: the three products pair up
+  plan.kernel_k = split3 ? 3 * a.padded_k : a.k;
   plan.a = a;
   plan.b = b;
   plan.splitk_bytes = plan.empty ? 0 : splitk_workspace_bound(a.rows, b.rows, a.k, batch);
@@ -92,7 +103,7 @@ GemmPlan make_plan(const GemmArgs& args, bool flip) {
   e.d_tma = e.d_vec && whole_chunks;
   e.d_col_major = flip;
   // The flip's conditions (GemmPlan::flip_ok); C is checked below.
-  plan.flip_ok = args.d.dtype == args.a.dtype && e.d_tma;
+  plan.flip_ok = args.d.dtype == args.a.dtype && args.a.dtype != DType::F32 && e.d_tma;
   e.alpha = args.alpha;
   e.beta = args.beta;
   if (args.beta != 0.0f) {

@@ -25,11 +25,25 @@ struct OperandPlan {
   // The fast kernels read 16-byte vectors: base 16-byte aligned, ld and batch stride multiples of
   // 8 elements, and a contiguous extent that is a multiple of 8 (so a vector never straddles the
   // edge). Otherwise the operand is copied, zero padded, into the workspace first.
+  // fp32 operands (tf32): the kernels read them K-major only, 16-byte aligned with K a multiple of 4;
+  // any other fp32 operand, and every 3xTF32 one, is copied K-major into the workspace.
   bool aligned = true;
-  int64_t padded_ld = 0;     // round_up(contiguous extent, 8)
+  int64_t padded_ld = 0;     // 16-bit: round_up(contiguous extent, 8); fp32: split_segments(split) x padded_k
+  int64_t padded_k = 0;      // fp32 copies: round_up(K, 4), one K range of the copy
   int64_t padded_batches = 0;
   size_t pad_bytes = 0;      // workspace bytes for the padded copy (256-byte granules)
+  bool f32 = false;          // fp32 elements: the copy is K-major (whatever the operand's major)
+  // 3xTF32 (fp32 only): the copy lays tf32 high and low parts side by side along K, A as
+  // [lo | hi | hi] (kSplitA) and B as [hi | lo | hi] (kSplitB), so that one tf32 GEMM over 3 K sums
+  // lo hi + hi lo + hi hi: the small products first, so that the accumulator still holds them at
+  // their own scale (added after the large ones, the tensor cores' accumulation dropped most of
+  // their bits).
+  int split = 0;
 };
+// The kernels index with 32-bit coordinates (validate's rule for M, N, K; 3xTF32's tripled K too).
+constexpr int64_t kMaxKernelK = 2147483647 - 1024;
+enum SplitPattern : int { kSplitNone = 0, kSplitA = 1, kSplitB = 2 };
+constexpr int split_segments(int split) { return split == kSplitNone ? 1 : 3; }
 
 struct GemmPlan {
   bool empty = false;        // M, N or batch is 0: nothing to do
@@ -43,6 +57,9 @@ struct GemmPlan {
   bool flip_ok = false;
   int ab_dtype = kF16;
   GemmParams params;         // canonical problem, pointing at the caller's operands
+  // K of the tensor-core kernels once the operands are prepared: 3 x round_up(K, 4) for 3xTF32 (the
+  // copies' three K ranges), else K. The fallback runs params.k on the caller's operands.
+  int64_t kernel_k = 0;
   OperandPlan a, b;
   size_t workspace_bytes = 0;  // the pad copies, then the split-K area (0 for aligned operands without split-K)
   size_t splitk_bytes = 0;     // upper bound of the split-K area (partial tiles + counters), after the pads

@@ -146,11 +146,16 @@ Status validate(const GemmArgs& args) {
   if (Status s = check_matrix("d", args.d, batch); !s.ok()) return s;
 
   // Types.
-  if (args.a.dtype != DType::F16 && args.a.dtype != DType::BF16)
-    return invalid(std::string("a.dtype: must be f16 or bf16 (got ") + dtype_name(args.a.dtype) + ")");
   if (args.b.dtype != args.a.dtype)
     return invalid(std::string("b.dtype: must equal a.dtype (") + dtype_name(args.a.dtype) + "), got " +
                    dtype_name(args.b.dtype));
+  if (args.precision != Precision::Default && args.precision != Precision::TF32 &&
+      args.precision != Precision::TF32x3)
+    return invalid("precision: must be default (0), tf32 (1) or tf32x3 (2) (got " +
+                   std::to_string(int(args.precision)) + ")");
+  if (args.precision != Precision::Default && args.a.dtype != DType::F32)
+    return invalid(std::string("precision: tf32 and tf32x3 apply to f32 operands; a and b are ") +
+                   dtype_name(args.a.dtype) + " (leave precision at default)");
   if (use_c && args.c.dtype != args.d.dtype)
     return invalid(std::string("c.dtype: must equal d.dtype (") + dtype_name(args.d.dtype) + "), got " +
                    dtype_name(args.c.dtype));

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <iterator>
 #include <regex>
 #include <set>
@@ -654,3 +655,38 @@ TEST(Memo, HeuristicAnswersDoNotDependOnWhatWasAskedBefore) {
     }
 }
 
+
+// ---- fp32 operands (tf32) ---------------------------------------------------------------------------
+
+// fp32 operands go only to the rows compiled for tf32 (configs.def TESSERA_SM90_TF32), with K counted
+// in 16-bit steps; never to the skinny kernel; elsewhere (no TMA-ready operands, Ampere) the fallback.
+TEST(Heuristic, F32OperandsTakeTheTf32Rows) {
+  int tf32_rows = 0;
+  for (const Config& c : configs()) tf32_rows += c.tf32 && c.kernel == Kernel::Sm90;
+  EXPECT_GE(tf32_rows, 1);
+  EXPECT_TRUE(ti::fallback_config().tf32);
+  EXPECT_FALSE(ti::skinny_config().tf32);
+  for (auto [m, n, k] : std::vector<std::array<long long, 3>>{
+           {8192, 8192, 8192}, {4096, 4096, 4096}, {1024, 1024, 1024}, {128, 4096, 4096}, {16, 4096, 4096}, {1, 1, 1}}) {
+    HeuristicInput in{m, n, 2 * k, 1, kH100.sm_count, kH100.cc, kH100.smem_optin, true};
+    in.f32 = true;
+    in.skinny_ok = false;
+    const Config& c = select_config(in);
+    EXPECT_EQ(c.kernel, Kernel::Sm90) << m << "x" << n << "x" << k << ": " << c.name;
+    EXPECT_TRUE(c.tf32) << c.name;
+    in.tma_ok = false;
+    EXPECT_EQ(select_config(in).kernel, Kernel::Fallback);
+    HeuristicInput a100{m, n, 2 * k, 1, kA100.sm_count, kA100.cc, kA100.smem_optin, true};
+    a100.f32 = true;
+    EXPECT_TRUE(select_config(a100).tf32) << select_config(a100).name;
+  }
+  HeuristicInput big{8192, 8192, 2 * 8192, 1, kH100.sm_count, kH100.cc, kH100.smem_optin, true};
+  big.f32 = true;
+  EXPECT_STREQ(select_config(big).name, kSm90Large);
+  // 3xTF32 needs promoted accumulators: the 128x256 tile has no registers for them.
+  big.f32x3 = true;
+  const Config& x3 = select_config(big);
+  EXPECT_TRUE(x3.tf32x3) << x3.name;
+  EXPECT_EQ(x3.kernel, Kernel::Sm90);
+  EXPECT_FALSE(ti::find_config(kSm90Large)->tf32x3);
+}

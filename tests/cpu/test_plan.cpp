@@ -31,6 +31,7 @@ using tessera::GemmArgs;
 using tessera::Layout;
 using tessera::Matrix;
 using tessera::Op;
+using tessera::Precision;
 using ti::GemmPlan;
 using ti::make_plan;
 using ti::OperandPlan;
@@ -829,3 +830,59 @@ TEST(PlanAlignment, WorkspaceSizeMatchesThePlan) {
 }
 
 }  // namespace
+
+// ---- fp32 operands: copied K-major (and split for 3xTF32) into the workspace -------------------------
+
+TEST(PlanF32, KMajorAlignedOperandsAreReadAsTheyAre) {
+  GemmArgs g = rr_args(64, 48, 32);
+  g.a.dtype = g.b.dtype = DType::F32;
+  g.b = tessera::dense(P(kB), DType::F32, 48, 32, Layout::RowMajor);  // op(B) = B^T: K-major
+  g.op_b = Op::T;
+  const GemmPlan plan = checked_plan(g);
+  EXPECT_TRUE(plan.a.aligned && plan.a.k_major && plan.a.f32);
+  EXPECT_TRUE(plan.b.aligned && plan.b.k_major);
+  EXPECT_EQ(plan.workspace_bytes, 0u);
+  EXPECT_EQ(plan.kernel_k, 32);
+  EXPECT_EQ(plan.ab_dtype, ti::kF32);
+  EXPECT_FALSE(plan.flip_ok);  // the transposed store is 16-bit only
+}
+
+TEST(PlanF32, MNMajorOrRaggedOperandsAreCopiedKMajor) {
+  GemmArgs g = rr_args(64, 48, 30);  // B row-major K x N: N-major; K = 30 not a multiple of 4
+  g.a = tessera::dense(P(kA), DType::F32, 64, 30, Layout::RowMajor);
+  g.b = tessera::dense(P(kB), DType::F32, 30, 48, Layout::RowMajor);
+  const GemmPlan plan = checked_plan(g);
+  for (const ti::OperandPlan* op : {&plan.a, &plan.b}) {
+    EXPECT_FALSE(op->aligned);
+    EXPECT_EQ(op->padded_k, 32);
+    EXPECT_EQ(op->padded_ld, 32);
+    EXPECT_EQ(op->pad_bytes, size_t(round_up(32 * op->rows * 4, 256)));
+    EXPECT_EQ(op->split, ti::kSplitNone);
+  }
+  EXPECT_FALSE(plan.b.k_major);  // as stored; the copy is K-major
+  EXPECT_EQ(plan.kernel_k, 30);
+  EXPECT_GE(plan.workspace_bytes, plan.a.pad_bytes + plan.b.pad_bytes);
+}
+
+TEST(PlanF32, Tf32x3SplitsBothOperandsIntoThreeKRanges) {
+  GemmArgs g = rr_args(64, 48, 32);
+  g.a = tessera::dense(P(kA), DType::F32, 64, 32, Layout::RowMajor);
+  g.b = tessera::dense(P(kB), DType::F32, 48, 32, Layout::RowMajor);
+  g.op_b = Op::T;
+  g.precision = Precision::TF32x3;
+  const GemmPlan plan = checked_plan(g);
+  EXPECT_FALSE(plan.a.aligned);
+  EXPECT_FALSE(plan.b.aligned);
+  EXPECT_EQ(plan.a.split, ti::kSplitA);
+  EXPECT_EQ(plan.b.split, ti::kSplitB);
+  EXPECT_EQ(plan.a.padded_ld, 96);
+  EXPECT_EQ(plan.kernel_k, 96);
+  EXPECT_EQ(plan.a.pad_bytes, size_t(round_up(96 * 64 * 4, 256)));
+  // A column-major D swaps the roles; the patterns follow the canonical roles.
+  g.d = tessera::dense(P(kD), DType::F32, 64, 48, Layout::ColMajor);
+  const GemmPlan swapped = checked_plan(g);
+  EXPECT_TRUE(swapped.swapped);
+  EXPECT_EQ(swapped.a.split, ti::kSplitA);
+  EXPECT_EQ(swapped.b.split, ti::kSplitB);
+  EXPECT_EQ(swapped.a.rows, 48);
+}

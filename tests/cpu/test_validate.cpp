@@ -28,6 +28,7 @@ using tessera::GemmArgs;
 using tessera::Layout;
 using tessera::Matrix;
 using tessera::Op;
+using tessera::Precision;
 using tessera::Status;
 
 const void* P(uintptr_t x) { return reinterpret_cast<const void*>(x); }
@@ -265,12 +266,27 @@ TEST(Validate, PointerMustBeElementAligned) {
 
 // ---- dtypes -----------------------------------------------------------------------------------------
 
-TEST(Validate, ADtypeMustBeF16OrBF16) {
+// fp32 operands run as tf32 (or 3xTF32); precision is theirs alone.
+TEST(Validate, F32OperandsAndPrecision) {
   GemmArgs g = valid_args();
   g.a.dtype = DType::F32;
   g.b.dtype = DType::F32;
-  expect_invalid(g, "a.dtype");
-  expect_invalid(g, "f16 or bf16");
+  expect_valid(g);
+  g.precision = Precision::TF32x3;
+  expect_valid(g);
+  g.precision = Precision::TF32;
+  expect_valid(g);
+  g.precision = Precision(7);
+  expect_invalid(g, "precision");
+  expect_invalid(g, "tf32x3 (2)");
+  g.a.dtype = g.b.dtype = DType::BF16;
+  g.precision = Precision::TF32;
+  expect_invalid(g, "precision");
+  expect_invalid(g, "bf16");
+  g.precision = Precision::Default;
+  expect_valid(g);
+  g.a.dtype = DType::F32;  // mixed operand dtypes
+  expect_invalid(g, "b.dtype");
 }
 
 TEST(Validate, BDtypeMustEqualADtype) {

@@ -29,8 +29,8 @@ uint64_t fresh_seed();
 const char* dtype_name(tessera::DType t);
 size_t dtype_bytes(tessera::DType t);
 
-// Tolerance on rel_err for (A/B dtype, D dtype).
-double tolerance(tessera::DType ab, tessera::DType d);
+// Tolerance on rel_err for (A/B dtype, D dtype, precision of fp32 operands).
+double tolerance(tessera::DType ab, tessera::DType d, tessera::Precision precision = tessera::Precision::Default);
 
 // How one matrix of a case is stored.
 struct MatSpec {
@@ -61,6 +61,7 @@ struct Case {
   tessera::BiasMode bias = tessera::BiasMode::None;
   MatSpec bias_spec;
   tessera::Activation activation = tessera::Activation::None;
+  tessera::Precision precision = tessera::Precision::Default;  // fp32 operands: tf32 or 3xTF32
   bool in_place = false;  // C is D (beta != 0)
   Workspace workspace = Workspace::Full;
   cudaStream_t stream = nullptr;

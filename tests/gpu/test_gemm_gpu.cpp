@@ -209,6 +209,55 @@ INSTANTIATE_TEST_SUITE_P(All, GemmCross, ::testing::ValuesIn(cross_params()),
                                            (p.scaled ? "_a0p5_bm1p25" : "_a1_b0"));
                          });
 
+// fp32 operands: every config that runs them (the tf32 rows, the fallback in fp32) and the heuristic,
+// tf32 and 3xTF32, every major (K-major operands read in place, the others copied K-major into the
+// workspace), ragged extents, an fp32 and a bf16 D, scaled with C; a config without a tf32 kernel
+// refuses by name. Oracle: cuBLAS in fp32 (CUBLAS_COMPUTE_32F, no tf32).
+class GemmF32 : public GpuTest {
+ public:
+  static void TearDownTestSuite() { tt::print_summary("GemmF32"); }
+};
+
+TEST_F(GemmF32, Tf32AndTf32x3OnEveryConfigThatRunsThem) {
+  std::vector<std::string> names = {""};
+  for (const ti::Config& c : ti::configs())
+    if (c.tf32) names.push_back(c.name);
+  const Shape shapes[] = {{1, 1, 1}, {17, 33, 7}, {128, 256, 512}, {777, 1025, 1029}, {2100, 700, 136}};
+  for (const std::string& cfg : names)
+    for (tessera::Precision prec : {tessera::Precision::TF32, tessera::Precision::TF32x3})
+      for (DType dt : {DType::F32, DType::BF16})
+        for (int combo = 0; combo < 8; ++combo)
+          for (const Shape& s : shapes) {
+            Case c;
+            c.config = cfg;
+            c.ab = DType::F32;
+            c.dt = dt;
+            c.precision = prec;
+            apply_layout(c, combo);
+            c.m = s.m, c.n = s.n, c.k = s.k;
+            if (combo == 5) c.alpha = 0.5f, c.beta = -1.25f;
+            if (combo == 6) c.bias = tessera::BiasMode::PerColumn, c.activation = tessera::Activation::Gelu;
+            expect_support(c);
+            const ti::Config* row = ti::find_config(cfg);
+            if (row && prec == tessera::Precision::TF32x3 && !row->tf32x3 && c.expect == TESSERA_STATUS_SUCCESS) {
+              c.expect = TESSERA_STATUS_NOT_SUPPORTED;  // its accumulators cannot be promoted: 3xTF32 is refused
+              c.expect_message = "no kernel for f32 operands (tf32x3)";
+            }
+            check("GemmF32", (cfg.empty() ? "heuristic" : cfg) + (prec == tessera::Precision::TF32x3 ? " x3 " : " ") +
+                                 "f32->" + dn(dt) + " " + layout_name(combo) + " " + shape_name(s), c);
+          }
+  for (const ti::Config& c : ti::configs())
+    if (!c.tf32) {
+      Case x;
+      x.config = c.name;
+      x.ab = DType::F32;
+      x.m = x.n = x.k = 64;
+      x.expect = TESSERA_STATUS_NOT_SUPPORTED;
+      x.expect_message = "no kernel for f32";
+      check("GemmF32", std::string("refuses ") + c.name, x);
+    }
+}
+
 // The skinny kernel on decode shapes: every side of at most 64 rows in both orientations (a column-
 // major D makes the tokens canonical N), ragged K (padded into the workspace), the fused epilogue,
 // batches; forced, and what the heuristic picks for the decode rows.

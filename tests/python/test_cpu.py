@@ -125,7 +125,7 @@ def test_gemm_empty_problem_succeeds_without_device():
         (lambda a, b, d: setattr(a, "ptr", 0), r"a\.ptr: null pointer"),
         (lambda a, b, d: setattr(b, "ptr", FAKE + 1), r"b\.ptr: not aligned"),
         (lambda a, b, d: setattr(a, "dtype", 7), r"a\.dtype: not a tessera dtype"),
-        (lambda a, b, d: (setattr(a, "dtype", _C.F32), setattr(b, "dtype", _C.F32)), r"a\.dtype: must be f16 or bf16"),
+        (lambda a, b, d: setattr(a, "dtype", _C.F32), r"b\.dtype: must equal a\.dtype \(f32\)"),
         (lambda a, b, d: setattr(b, "dtype", _C.BF16), r"b\.dtype: must equal a\.dtype"),
         (lambda a, b, d: setattr(a, "layout", 5), r"a\.layout"),
         (lambda a, b, d: setattr(b, "rows", 32), r"K must agree"),

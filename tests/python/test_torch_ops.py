@@ -232,8 +232,10 @@ def test_matmul_bad_inputs_raise():
     a = rand(32, 16)
     with pytest.raises(ValueError, match="K must agree"):
         tessera.matmul(a, rand(17, 8))
-    with pytest.raises(ValueError, match=r"a\.dtype: must be f16 or bf16"):
-        tessera.matmul(a.float(), rand(16, 8).float())
+    with pytest.raises(ValueError, match=r"precision: tf32 and tf32x3 apply to f32 operands"):
+        tessera.matmul(a, rand(16, 8), precision="tf32")
+    with pytest.raises(ValueError, match=r"precision: must be None, 'tf32' or 'tf32x3'"):
+        tessera.matmul(a.float(), rand(16, 8).float(), precision="fp64")
     with pytest.raises(ValueError, match=r"b\.dtype: must equal a\.dtype"):
         tessera.matmul(a, rand(16, 8, dtype=torch.bfloat16))
     with pytest.raises(ValueError, match="not supported by tessera"):
@@ -479,6 +481,47 @@ def test_attention_bad_inputs_raise():
         tessera.attention(q, rand(2, 64, 4, 64), rand(2, 64, 4, 64))
     with pytest.raises(ValueError, match="dtype: must be f16 or bf16"):
         tessera.attention(q.float(), k.float(), v.float())
+
+
+# ------------------------------------------------------------------ fp32 operands: tf32, 3xTF32
+
+
+@gpu
+@pytest.mark.parametrize("m, n, k", [(256, 384, 512), (97, 131, 203), (1, 64, 64), (1024, 1024, 4096)])
+@pytest.mark.parametrize("majors", ["tn", "nn", "nt", "tt"])
+def test_matmul_f32_tf32_and_tf32x3(m, n, k, majors):
+    """fp32 operands of every major and ragged extents: tf32 within tf32's rounding (2^-11 per operand),
+    3xTF32 within 1e-5 of an fp64 reference (the issue's bar), both against fresh random inputs."""
+    torch.manual_seed(m * 7 + n * 3 + k)
+    a = torch.randn(m, k, device="cuda") if majors[0] == "n" else torch.randn(k, m, device="cuda").t()
+    b = torch.randn(k, n, device="cuda") if majors[1] == "n" else torch.randn(n, k, device="cuda").t()
+    ref = a.double() @ b.double()
+    tf32 = tessera.matmul(a, b)
+    assert tf32.dtype == torch.float32 and tf32.shape == (m, n)
+    assert rel_err(tf32, ref) < 2e-3
+    assert rel_err(tessera.matmul(a, b, precision="tf32"), ref) < 2e-3
+    x3 = tessera.matmul(a, b, precision="tf32x3")
+    err = rel_err(x3, ref)
+    assert err < 1e-5, err
+    # and visibly better than tf32 (a split that did nothing would not be)
+    assert err < rel_err(tf32, ref) / 20
+
+
+@gpu
+def test_matmul_f32_epilogue_batch_and_out():
+    torch.manual_seed(5)
+    a, b = torch.randn(3, 70, 96, device="cuda"), torch.randn(96, 40, device="cuda")
+    bias = torch.randn(40, device="cuda")
+    c = torch.randn(3, 70, 40, device="cuda")
+    ref = torch.nn.functional.silu(0.5 * (a.double() @ b.double()) + 2.0 * c.double() + bias.double())
+    got = tessera.matmul(a, b, c=c, alpha=0.5, beta=2.0, bias=bias, activation="silu", precision="tf32x3")
+    assert rel_err(got, ref) < 1e-5
+    out = torch.full((3, 70, 40), float("nan"), dtype=torch.bfloat16, device="cuda")
+    tessera.matmul(a, b, out=out)
+    assert rel_err(out, a.double() @ b.double()) < 1e-2
+    # the op path (traced / compiled calls) carries precision too
+    got = torch.ops.tessera.matmul(a, b, None, 1.0, 0.0, None, None, 0, 0, 2)
+    assert rel_err(got, a.double() @ b.double()) < 1e-5
 
 
 # ------------------------------------------------------------------ op checks, compile, graphs

@@ -24,6 +24,58 @@ __global__ void pad_kernel(const uint16_t* __restrict__ src, int64_t ld, int64_t
   }
 }
 
+// fp32 operand -> K-major copy, in 32 x 32 tiles through shared memory so that both the read (along
+// the source's contiguous mode) and the write (along K) are coalesced. 3xTF32: each element's
+// tf32 high part hi = rna(x) and low part lo = x - hi (exact in fp32) go into the copy's three K
+// ranges as the pattern says.
+__device__ __forceinline__ float tf32_high(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return __uint_as_float(r);
+}
+
+constexpr int kPrepTile = 32;
+__global__ void __launch_bounds__(256) prepare_f32_kernel(const float* __restrict__ src, int64_t ld, int64_t sbs,
+                                                           bool k_major, int64_t rows, int64_t k,
+                                                           float* __restrict__ dst, int64_t padded_k, int split,
+                                                           int64_t batches) {
+  __shared__ float tile[kPrepTile][kPrepTile + 1];  // [row][k]; +1: the transposed reads spread over banks
+  const int segments = split == 0 ? 1 : 3;
+  const int64_t dst_ld = segments * padded_k;
+  const int64_t tiles_k = (padded_k + kPrepTile - 1) / kPrepTile, tiles_r = (rows + kPrepTile - 1) / kPrepTile;
+  const int64_t total = tiles_k * tiles_r * batches;
+  const int tx = threadIdx.x % kPrepTile, ty = threadIdx.x / kPrepTile;  // 32 x 8
+  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+    const int64_t l = t / (tiles_k * tiles_r), rem = t % (tiles_k * tiles_r);
+    const int64_t r0 = rem / tiles_k * kPrepTile, k0 = rem % tiles_k * kPrepTile;
+    const float* s = src + l * sbs;
+    __syncthreads();  // the previous tile's reads are done
+    for (int i = ty; i < kPrepTile; i += 8) {
+      // K-major source: lanes along k; MN-major: lanes along rows.
+      const int64_t r = k_major ? r0 + i : r0 + tx, kk = k_major ? k0 + tx : k0 + i;
+      const float v = r < rows && kk < k ? s[k_major ? r * ld + kk : kk * ld + r] : 0.0f;
+      if (k_major) tile[i][tx] = v;
+      else tile[tx][i] = v;
+    }
+    __syncthreads();
+    for (int i = ty; i < kPrepTile; i += 8) {
+      const int64_t r = r0 + i, kk = k0 + tx;
+      if (r >= rows || kk >= padded_k) continue;
+      const float x = tile[i][tx];
+      float* d = dst + (l * rows + r) * dst_ld + kk;
+      if (split == 0) {
+        d[0] = x;
+      } else {
+        const float hi = tf32_high(x), lo = x - hi;
+        // kSplitA: [lo | hi | hi]; kSplitB: [hi | lo | hi] (gemm/plan.hpp SplitPattern)
+        d[0] = split == 1 ? lo : hi;
+        d[padded_k] = split == 1 ? hi : lo;
+        d[2 * padded_k] = hi;
+      }
+    }
+  }
+}
+
 constexpr int kTile = 64, kTileK = 16, kThreads = 256;
 
 template <class T>
@@ -86,11 +138,21 @@ cudaError_t pad_operand(const void* src, int64_t ld, int64_t src_batch_stride, i
   return cudaGetLastError();
 }
 
+cudaError_t prepare_f32(const float* src, int64_t ld, int64_t src_batch_stride, bool k_major, int64_t rows, int64_t k,
+                        float* dst, int64_t padded_k, int split, int64_t batches, cudaStream_t stream) {
+  const int64_t total = (padded_k + kPrepTile - 1) / kPrepTile * ((rows + kPrepTile - 1) / kPrepTile) * batches;
+  if (total == 0) return cudaSuccess;
+  prepare_f32_kernel<<<unsigned(total < 65536 * 16 ? total : 65536 * 16), 256, 0, stream>>>(
+      src, ld, src_batch_stride, k_major, rows, k, dst, padded_k, split, batches);
+  return cudaGetLastError();
+}
+
 cudaError_t simt(int ab_dtype, bool a_k_major, bool b_k_major, const GemmParams& p, cudaStream_t stream) {
   const long long tiles = (long long)((p.n + kTile - 1) / kTile) * ((p.m + kTile - 1) / kTile);
   return launch_batched(p, [&](const GemmParams& q) {
     const dim3 grid(unsigned(tiles), 1, unsigned(q.batch));
     if (ab_dtype == kBF16) simt_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(q, a_k_major, b_k_major);
+    else if (ab_dtype == kF32) simt_kernel<float><<<grid, kThreads, 0, stream>>>(q, a_k_major, b_k_major);
     else simt_kernel<__half><<<grid, kThreads, 0, stream>>>(q, a_k_major, b_k_major);
     return cudaGetLastError();
   });

@@ -1,6 +1,7 @@
 // Kernels without CuTe for the cases the tensor-core kernels do not take directly:
 //  - pad_operand: copies an unaligned operand into the workspace with its contiguous extent
 //    padded (with zeros) to a multiple of 8 elements, so the fast kernels can read it;
+//  - prepare_f32: copies an fp32 operand K-major (and for 3xTF32 split) into the workspace;
 //  - simt: a CUDA-core GEMM with element-wise loads for any alignment, used when the caller
 //    gave too little workspace for the padded copies.
 #pragma once
@@ -17,7 +18,13 @@ namespace tessera::gemm_impl::fallback {
 cudaError_t pad_operand(const void* src, int64_t ld, int64_t src_batch_stride, int64_t outer, int64_t contiguous,
                         void* dst, int64_t padded_ld, int64_t batches, cudaStream_t stream);
 
-// Canonical GEMM with general operand majors.
+// fp32 operand (rows x k per batch, K-major or MN-major with stride ld) -> K-major dst of rows x
+// (segments x padded_k) per batch, zeros past k in each range; split: gemm/plan.hpp SplitPattern
+// (0: a plain copy; 3xTF32: tf32 high and low parts in three K ranges).
+cudaError_t prepare_f32(const float* src, int64_t ld, int64_t src_batch_stride, bool k_major, int64_t rows, int64_t k,
+                        float* dst, int64_t padded_k, int split, int64_t batches, cudaStream_t stream);
+
+// Canonical GEMM with general operand majors (f16, bf16, or f32 in plain fp32 FMA).
 cudaError_t simt(int ab_dtype, bool a_k_major, bool b_k_major, const GemmParams& p, cudaStream_t stream);
 
 }  // namespace tessera::gemm_impl::fallback

@@ -14,6 +14,8 @@ struct Row {
   std::array<LaunchFn, 8> fn;  // [dt (F16, BF16)][a_k_major][b_k_major]
   std::array<PrepareFn, 8> prepare;
   int smem;
+  LaunchFn tf32 = nullptr;     // fp32 operands, both K-major (configs.def TESSERA_SM90_TF32)
+  PrepareFn tf32_prepare = nullptr;
 };
 
 template <int Cfg>
@@ -29,14 +31,38 @@ constexpr Row row() {
              smem_bytes_for(S::BM, S::BN, S::BK, S::Stages, S::Pingpong)};
 }
 
-const Row kRows[] = {
+template <int Cfg>
+constexpr Row tf32_row(Row r) {
+  r.tf32 = &launch<Cfg, kF32, true, true>;
+  r.tf32_prepare = &prepare<Cfg, kF32, true, true>;
+  return r;
+}
+
+struct Rows {
+  Row rows[0
+#define TESSERA_SM90_CONFIG(...) +1
+#include "gemm/sm90/configs.def"
+#undef TESSERA_SM90_CONFIG
+  ];
+};
+const Rows kRows = [] {
+  Rows t{{
 #define TESSERA_SM90_CONFIG(id, ...) row<id>(),
 #include "gemm/sm90/configs.def"
 #undef TESSERA_SM90_CONFIG
-};
+  }};
+#define TESSERA_SM90_CONFIG(...)
+#define TESSERA_SM90_TF32(row, reason) \
+  for (Row& r : t.rows)               \
+    if (r.id == (row)) r = tf32_row<row>(r);
+#include "gemm/sm90/configs.def"
+#undef TESSERA_SM90_TF32
+#undef TESSERA_SM90_CONFIG
+  return t;
+}();
 
 const Row* find(int cfg) {
-  for (const Row& r : kRows)
+  for (const Row& r : kRows.rows)
     if (r.id == cfg) return &r;
   return nullptr;
 }
@@ -47,13 +73,17 @@ int variant(int dt, bool a_k_major, bool b_k_major) { return (dt == kBF16 ? 4 : 
 
 int prepare(int cfg, int dt, bool a_k_major, bool b_k_major, int sm_count) {
   const Row* r = find(cfg);
-  if (!r || (dt != kF16 && dt != kBF16) || sm_count <= 0) return -int(cudaErrorInvalidValue);
+  if (!r || sm_count <= 0) return -int(cudaErrorInvalidValue);
+  if (dt == kF32) return r->tf32_prepare && a_k_major && b_k_major ? r->tf32_prepare(sm_count) : -int(cudaErrorInvalidValue);
+  if (dt != kF16 && dt != kBF16) return -int(cudaErrorInvalidValue);
   return r->prepare[variant(dt, a_k_major, b_k_major)](sm_count);
 }
 
 cudaError_t run(int cfg, int dt, bool a_k_major, bool b_k_major, const GemmParams& p, const Launch& l,
                 cudaStream_t stream) {
-  return find(cfg)->fn[variant(dt, a_k_major, b_k_major)](p, l, stream);
+  const Row* r = find(cfg);
+  if (dt == kF32) return r->tf32(p, l, stream);  // the plan ran prepare() for it: K-major, a tf32 row
+  return r->fn[variant(dt, a_k_major, b_k_major)](p, l, stream);
 }
 
 int smem_bytes(int cfg) {

@@ -48,6 +48,8 @@ using namespace cute;
 template <int DT> struct ElementOf;
 template <> struct ElementOf<kF16> { using type = cute::half_t; };
 template <> struct ElementOf<kBF16> { using type = cute::bfloat16_t; };
+// fp32 operands on the tensor cores as tf32 (WGMMA reads the top 19 bits of each word); K-major only.
+template <> struct ElementOf<kF32> { using type = cute::tfloat32_t; };
 
 // Global operand (rows, K, batches) with the contiguous mode's unit stride static, as TMA wants.
 template <bool KMajor>
@@ -64,7 +66,10 @@ CUTE_HOST_DEVICE auto operand_stride(int64_t ld, int64_t batch_stride) {
 template <int BM_, int BN_, int BK_, int Stages_, int ClusterM_, int ClusterN_, bool Pingpong_, int DT, bool AKMajor_,
           bool BKMajor_, bool OneTile_ = false>
 struct Traits {
-  static constexpr int BM = BM_, BN = BN_, BK = BK_, Stages = Stages_;
+  using Element = typename ElementOf<DT>::type;
+  // configs.def counts BK in 16-bit elements: a 32-bit operand's k-tile holds half as many, so that
+  // every dtype's row has the same 128-byte swizzled rows and the same shared-memory bytes.
+  static constexpr int BM = BM_, BN = BN_, BK = BK_ * 2 / int(sizeof(Element)), Stages = Stages_;
   static constexpr bool Pingpong = Pingpong_;
   // The one-tile kernel (config_shape.hpp, supports_one_tile): a launch of one wave, where every CTA
   // has one tile, gets a kernel without the persistent walk, split-K, stream-K, the fp32 staging and
@@ -90,7 +95,9 @@ struct Traits {
   // launch's 128 registers per thread but compiles the consumers within the 152 (the 192x192
   // tile's SASS uses up to R149), which the 96 accumulators of a 64x192 consumer just fit.
   static constexpr int kProducerRegs = 56, kConsumerRegs = kConsumers == 3 ? 152 : 224;
-  using Element = typename ElementOf<DT>::type;
+  // D's type on the TMA-store paths, which only a 16-bit D of the operands' type takes
+  // (epilogue_mode): a tf32 kernel's D always leaves through the fp32 staging.
+  using DElement = std::conditional_t<sizeof(Element) == 2, Element, cute::half_t>;
 
   // smem: 128-byte swizzle atoms (8 rows x 64 K-elements, or 64 MN-elements x 8 rows) tiled over
   // (rows, BK, Stages); the same layout describes the TMA box and the WGMMA descriptors.
@@ -142,7 +149,7 @@ struct Traits {
   // writes from the same fragments. D is (M, N, batches) with N contiguous, or (N, M, batches) with
   // M contiguous.
   static constexpr int kStoreN = BN % 64 == 0 ? 64 : 32;
-  using StoreAtom = std::conditional_t<kStoreN == 64, GMMA::Layout_K_SW128_Atom<Element>, GMMA::Layout_K_SW64_Atom<Element>>;
+  using StoreAtom = std::conditional_t<kStoreN == 64, GMMA::Layout_K_SW128_Atom<DElement>, GMMA::Layout_K_SW64_Atom<DElement>>;
   using SmemLayoutD = decltype(tile_to_shape(StoreAtom{}, Shape<_64, Int<kStoreN>>{}));
   // A column-major D leaves in kStoreNT x 64 transposed sub-tiles: 64 rows of D's columns where BN
   // is a multiple of 64, else all BN at once (the 64x96 tile: one 12 KB store instead of three 64x32
@@ -150,7 +157,7 @@ struct Traits {
   // a per-column bias, 32 more live registers).
   static constexpr int kStoreNT = BN % 64 == 0 ? 64 : BN;
   static_assert(kStoreNT == kStoreN || kStoreNT == BN, "several transposed sub-tiles share the row-major ones' buffers");
-  using SmemLayoutDT = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kStoreNT>, _64>{}));
+  using SmemLayoutDT = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<DElement>{}, Shape<Int<kStoreNT>, _64>{}));
   // (rows, cols, batches) with unit column stride; a broadcast (batch stride 0) is one batch.
   template <class Elem, class SmemLayout, class Op>
   static auto make_tma_rows(Op op, Elem* ptr, int rows, int cols, int batches, int64_t ld, int64_t batch_stride) {
@@ -160,12 +167,12 @@ struct Traits {
   }
   static auto make_tma_d(const GemmParams& p) {
     const EpilogueParams& e = p.epi;
-    return make_tma_rows<Element, SmemLayoutD>(SM90_TMA_STORE{}, static_cast<Element*>(e.d), p.m, p.n, p.batch, e.ldd,
+    return make_tma_rows<DElement, SmemLayoutD>(SM90_TMA_STORE{}, static_cast<DElement*>(e.d), p.m, p.n, p.batch, e.ldd,
                                                e.batch_stride_d);
   }
   static auto make_tma_dt(const GemmParams& p) {  // the column-major D as the row-major (N, M, L) D^T
     const EpilogueParams& e = p.epi;
-    return make_tma_rows<Element, SmemLayoutDT>(SM90_TMA_STORE{}, static_cast<Element*>(e.d), p.n, p.m, p.batch, e.ldd,
+    return make_tma_rows<DElement, SmemLayoutDT>(SM90_TMA_STORE{}, static_cast<DElement*>(e.d), p.n, p.m, p.batch, e.ldd,
                                                 e.batch_stride_d);
   }
   using TmaD = decltype(make_tma_d(GemmParams{}));
@@ -175,12 +182,12 @@ struct Traits {
   // like D).
   static auto make_tma_c(const GemmParams& p) {
     const EpilogueParams& e = p.epi;
-    return make_tma_rows<const Element, SmemLayoutD>(SM90_TMA_LOAD{}, static_cast<const Element*>(e.c), p.m, p.n,
+    return make_tma_rows<const DElement, SmemLayoutD>(SM90_TMA_LOAD{}, static_cast<const DElement*>(e.c), p.m, p.n,
                                                      p.batch, e.c_stride_m, e.batch_stride_c);
   }
   static auto make_tma_ct(const GemmParams& p) {
     const EpilogueParams& e = p.epi;
-    return make_tma_rows<const Element, SmemLayoutDT>(SM90_TMA_LOAD{}, static_cast<const Element*>(e.c), p.n, p.m,
+    return make_tma_rows<const DElement, SmemLayoutDT>(SM90_TMA_LOAD{}, static_cast<const DElement*>(e.c), p.n, p.m,
                                                       p.batch, e.c_stride_n, e.batch_stride_c);
   }
   using TmaC = decltype(make_tma_c(GemmParams{}));
@@ -193,19 +200,22 @@ struct Traits {
   // and the compiler then issued generic 64-bit ST.E / LD.E (more address arithmetic, and the
   // generic path's latency before the TMA store's proxy fence). The CPU tests check it against
   // CuTe's layout.
-  static constexpr int kStoreRowBytes = kStoreN * int(sizeof(Element));  // 128 or 64
+  static constexpr int kStoreRowBytes = kStoreN * int(sizeof(DElement));  // 128 or 64
   static constexpr CUTE_HOST_DEVICE int store_offset(int row, int col) {
-    const int byte = col * int(sizeof(Element));
+    const int byte = col * int(sizeof(DElement));
     const int line = kStoreN == 64 ? row : row >> 1;  // the swizzle's 128-byte line within 1024 bytes
     return row * kStoreRowBytes + ((((byte >> 4) ^ line) & (kStoreRowBytes / 16 - 1)) << 4) + (byte & 15);
   }
   // The same for a SmemLayoutDT sub-tile: element (m, n) of D at row n, column m (128-byte rows).
   static constexpr CUTE_HOST_DEVICE int store_offset_t(int m, int n) {
-    const int byte = m * int(sizeof(Element));
+    const int byte = m * int(sizeof(DElement));
     return n * 128 + ((((byte >> 4) ^ n) & 7) << 4) + (byte & 15);
   }
   static constexpr bool kFlip = supports_flip(BM, BN, Pingpong);  // a column-major D (config_shape.hpp)
   static constexpr bool kL2Warm = supports_l2_warm(BM, BN, Pingpong);  // KernelParams::prefetch_a/_b
+  // tf32 tiles with registers for a second set of accumulators (KernelParams::promote, for 3xTF32).
+  static constexpr bool kPromote = sizeof(Element) == 4 && !OneTile_ && consumers_have_room(BM, BN, Pingpong);
+  static constexpr int kPromoteKTiles = 4;  // 128 tf32 k per WGMMA run between promotions
   static constexpr uint32_t kTxBytes = (BM + BN) * BK * sizeof(Element);  // full boxes, OOB zero-filled
 
   // Epilogue buffers per consumer warpgroup (config_shape.hpp): kEpiBuffers 16-bit 64 x 64 TMA-store
@@ -233,10 +243,11 @@ struct Traits {
   static_assert(BM % 64 == 0 && kConsumers >= 1 && kConsumers <= 3, "64 rows per consumer warpgroup");
   static_assert(!Pingpong || BM == 64, "ping-pong: each consumer warpgroup owns a whole 64-row tile");
   static_assert(kCluster <= 2 && ClusterM >= 1 && ClusterN >= 1, "clusters of 1 or 2 CTAs, along M or N");
-  static_assert(BN % kEpiN == 0 && BK % 64 == 0, "tile vs swizzle atom / epilogue sub-tile");
+  static_assert(BN % kEpiN == 0 && BK * sizeof(Element) % 128 == 0, "tile vs swizzle atom / epilogue sub-tile");
+  static_assert(sizeof(Element) == 2 || (AKMajor && BKMajor), "WGMMA reads 32-bit operands K-major only");
   static_assert(BN % kStoreN == 0 && kStoreN % 16 == 0 &&
-                    (!kFlip || cosize_v<SmemLayoutDT> * sizeof(Element) <= kEpiBytes) &&
-                    kEpiBuffers * cosize_v<SmemLayoutD> * sizeof(Element) <= kEpiBytes &&
+                    (!kFlip || cosize_v<SmemLayoutDT> * sizeof(DElement) <= kEpiBytes) &&
+                    kEpiBuffers * cosize_v<SmemLayoutD> * sizeof(DElement) <= kEpiBytes &&
                     64 * kEpiLd * sizeof(float) <= kEpiBytes && kEpiBytes % 1024 == 0,
                 "the TMA-store sub-tile reuses a warpgroup's staging buffer");
 };
@@ -278,6 +289,8 @@ struct KernelParams {
   int fold_parallel;
   unsigned long long* fold_flags;
   unsigned long long fold_epoch;
+  // 3xTF32 on a kernel with Traits::kPromote: the accumulators are promoted (see the mainloop).
+  int promote;
 };
 
 // This CTA's position in the grid and the grid's size, read where used: in registers across the
@@ -505,7 +518,7 @@ CUTE_DEVICE bool stream_k_fixup(KernelParams<T> const& p, WorkItem const& w, boo
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_constant__ KernelParams<T> p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  using Element = typename T::Element;
+  using Element = typename T::DElement;  // the body names only D's elements (the operands move by TMA)
   using FullBarrier = cutlass::arch::ClusterTransactionBarrier;
   using EmptyBarrier = cutlass::arch::ClusterBarrier;
   constexpr int BM = T::BM, BN = T::BN, BK = T::BK, Stages = T::Stages;
@@ -674,6 +687,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     }
     mma.accumulate_ = GMMA::ScaleOut::Zero;
     if (k_count == 0) clear(acc);
+    // 3xTF32 needs fp32-class sums, which the tensor cores' accumulation (it truncates as it adds: an
+    // error that grows with K) does not give: every kPromoteKTiles k-tiles the WGMMA accumulators are
+    // added into `total` with IEEE fp32 adds and restart from zero.
+    [[maybe_unused]] auto total = make_fragment_like(acc);
+    if constexpr (T::kPromote) clear(total);
     warpgroup_fence_operand(acc);
     int prev_stage = -1;
     for (int kt = 0; kt < k_count; ++kt) {
@@ -693,12 +711,29 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
       }
       prev_stage = stage;
       if (++stage == Stages) { stage = 0; phase ^= 1; }
+      if constexpr (T::kPromote) {
+        if (p.promote && (kt + 1) % T::kPromoteKTiles == 0 && kt + 1 < k_count) {
+          warpgroup_wait<0>();
+          warpgroup_fence_operand(acc);
+          CUTE_UNROLL
+          for (int i = 0; i < size(acc); ++i) total(i) += acc(i);
+          warpgroup_fence_operand(acc);
+          mma.accumulate_ = GMMA::ScaleOut::Zero;
+        }
+      }
     }
     if constexpr (T::Pingpong) EmptyBarrier::arrive(&smem.turn[2 - warp_group]);
     warpgroup_wait<0>();
     if (prev_stage >= 0) {
       release(prev_stage);
       TESSERA_SM90_PROBE_CONSUMED(release, k_count - 1)
+    }
+    if constexpr (T::kPromote) {
+      if (p.promote) {
+        warpgroup_fence_operand(acc);
+        CUTE_UNROLL
+        for (int i = 0; i < size(acc); ++i) acc(i) += total(i);
+      }
     }
     warpgroup_fence_operand(acc);
     TESSERA_SM90_PROBE_ITEM_END()

@@ -20,6 +20,12 @@ template <int Cfg, int DT, bool AKMajor, bool BKMajor, bool OneTile = false>
 using TraitsOf = Traits<ConfigShape<Cfg>::BM, ConfigShape<Cfg>::BN, ConfigShape<Cfg>::BK, ConfigShape<Cfg>::Stages,
                         ConfigShape<Cfg>::ClusterM, ConfigShape<Cfg>::ClusterN, ConfigShape<Cfg>::Pingpong, DT, AKMajor,
                         BKMajor, OneTile>;
+// The row's one-tile kernel (config_shape.hpp), which runs only the TMA-store epilogue of a 16-bit D
+// of the operands' type: none for tf32 rows.
+template <int Cfg, int DT>
+constexpr bool has_one_tile() {
+  return DT != kF32 && supports_one_tile(ConfigShape<Cfg>::BM, ConfigShape<Cfg>::BN, ConfigShape<Cfg>::Pingpong);
+}
 template <class X>
 struct TypeTag {
   using type = X;
@@ -92,7 +98,7 @@ int prepare(int sm_count) {
   using T = TraitsOf<Cfg, DT, AKMajor, BKMajor>;
   using S = ConfigShape<Cfg>;
   static_assert(T::kSmemBytes == smem_bytes_for(S::BM, S::BN, S::BK, S::Stages, S::Pingpong), "host smem formula is stale");
-  constexpr bool kHasOneTile = supports_one_tile(S::BM, S::BN, S::Pingpong);
+  constexpr bool kHasOneTile = has_one_tile<Cfg, DT>();
   using T1 = TraitsOf<Cfg, DT, AKMajor, BKMajor, kHasOneTile>;
   static_assert(T1::kSmemBytes == T::kSmemBytes, "the one-tile kernel shares the general kernel's shared memory");
   static std::atomic<unsigned long long> configured{0};
@@ -135,9 +141,9 @@ template <int Cfg, int DT, bool AKMajor, bool BKMajor>
 cudaError_t launch(const GemmParams& p, const Launch& l, cudaStream_t stream) {
   using T = TraitsOf<Cfg, DT, AKMajor, BKMajor>;
   using S = ConfigShape<Cfg>;
-  constexpr bool kHasOneTile = supports_one_tile(S::BM, S::BN, S::Pingpong);
+  constexpr bool kHasOneTile = has_one_tile<Cfg, DT>();
   using T1 = TraitsOf<Cfg, DT, AKMajor, BKMajor, kHasOneTile>;
-  constexpr TileShape kShape{S::BM, S::BN, S::BK, S::ClusterM, S::ClusterN};
+  constexpr TileShape kShape{S::BM, S::BN, T::BK, S::ClusterM, S::ClusterN};  // T::BK: the dtype's k-tile
 
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attrs[2] = {};
@@ -163,7 +169,7 @@ cudaError_t launch(const GemmParams& p, const Launch& l, cudaStream_t stream) {
       using TT = typename decltype(kernel_tag)::type;
       KernelParams<TT> kp{q,  TT::make_tma_a(q), TT::make_tma_b(q), {}, {}, {}, {}, l.epi_mode, g.sched, nullptr, nullptr, nullptr,
                          nullptr, int(g.tiles_m), int(g.tiles_n), int(g.tiles_mc), int(g.tiles_nc), 0, 0,
-                         0, nullptr, 0};
+                         0, nullptr, 0, TT::kPromote && l.promote};
       if constexpr (TT::kL2Warm) (q.m > q.n ? kp.prefetch_a : kp.prefetch_b) = l.l2_warm;  // the weights
       promote_l2_256(kp.tma_a, q.a, q.lda, q.batch_stride_a, sizeof(typename TT::Element));
       promote_l2_256(kp.tma_b, q.b, q.ldb, q.batch_stride_b, sizeof(typename TT::Element));

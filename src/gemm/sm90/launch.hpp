@@ -17,7 +17,7 @@ enum EpiMode : int { kEpiStaged = 0, kEpiTma = 1, kEpiSmem16 = 2, kEpiAuto = 3 }
 
 // How D leaves: a 16-bit D of the operands' type goes out in sub-tiles, by TMA when D meets TMA's
 // rules (EpilogueParams::d_tma), else by the threads; beta * C joins the TMA path when C meets the
-// same rules (c_tma). Any other C, an fp32 D, a 16-bit D of the other type and split-K ranges go
+// same rules (c_tma). Any other C, an fp32 D, a 16-bit D of the other type, tf32 kernels and split-K ranges go
 // through the fp32 staging. `forced` (TESSERA_SM90_EPILOGUE, for measurements) replaces the choice
 // where it can run. A column-major D (d_col_major) has only the TMA path, on a config that can flip
 // (`flippable`, Config::flip): -1 where that cannot run.
@@ -26,7 +26,7 @@ inline int epilogue_mode(bool flippable, int ab_dtype, const EpilogueParams& e, 
     const bool tma = flippable && splits == 1 && e.d_dtype == ab_dtype && e.d_tma && (e.beta == 0.0f || e.c_tma);
     return tma && (forced == kEpiAuto || forced == kEpiTma) ? int(kEpiTma) : -1;
   }
-  if (splits != 1 || e.d_dtype != ab_dtype || forced == kEpiStaged) return kEpiStaged;
+  if (splits != 1 || e.d_dtype != ab_dtype || ab_dtype == kF32 || forced == kEpiStaged) return kEpiStaged;
   if (e.beta != 0.0f) return e.d_tma && e.c_tma && forced != kEpiSmem16 ? kEpiTma : kEpiStaged;
   return e.d_tma && forced != kEpiSmem16 ? kEpiTma : kEpiSmem16;
 }
@@ -40,6 +40,7 @@ struct Launch {
   int epi_mode = kEpiStaged;   // EpiMode, never kEpiAuto here
   int l2_warm = 0;             // k-tiles of the weights prefetched into L2 at entry (gemm_impl::l2_warm_ktiles)
   bool dependent_launch = true;  // programmatic dependent launch (TESSERA_GEMM_PDL=0 turns it off)
+  bool promote = false;        // 3xTF32: accumulators promoted to IEEE fp32 sums (Traits::kPromote rows)
   int clusters = 0;            // the persistent grid's clusters: what fits at once, within the SM budget
   void* workspace = nullptr;   // per call: the split-K / stream-K area, 256-byte aligned
 };
