@@ -43,8 +43,10 @@ QUICK_SHAPES = [
     ("ragged", 1000, 1000, 1000),
 ]
 
-# Suite dtype name -> the binary's --dtype value (out dtype = in dtype).
-DTYPES = {"bf16": "bf16", "fp16": "f16", "f16": "f16"}
+# Suite dtype name -> the binary's --dtype value, and its --out-dtype (the input's; fp32 for the fp32
+# operands of tf32 / 3xTF32, whose anchors are cuBLASLt's tf32 and fp32 compute types).
+DTYPES = {"bf16": "bf16", "fp16": "f16", "f16": "f16", "tf32": "tf32", "tf32x3": "tf32x3"}
+OUT_DTYPES = {"tf32": "f32", "tf32x3": "f32"}
 
 # Exit codes of the binary (tools/check.hpp).
 EXIT_VERIFY_FAILED, EXIT_TESSERA_ERROR, EXIT_NO_DEVICE = 1, 2, 3
@@ -127,7 +129,8 @@ def last_line(text):
 def run_case(binary, case, args, env):
     """One shape. Returns a row: the case, a status (ok | verify_failed | error), the binary's JSON."""
     cmd = [str(binary), "gemm", "--m", str(case.m), "--n", str(case.n), "--k", str(case.k),
-           "--dtype", DTYPES[case.dtype], "--out-dtype", DTYPES[case.dtype], "--layout", case.layout,
+           "--dtype", DTYPES[case.dtype], "--out-dtype", OUT_DTYPES.get(case.dtype, DTYPES[case.dtype]),
+           "--layout", case.layout,
            "--compare", "cublas", "--verify", "--iters", str(args.iters), "--warmup", str(args.warmup), "--json", "-"]
     row = {"case": asdict(case), "shape": case.shape, "status": "error", "result": None, "error": None,
            "exit_code": None}
@@ -274,7 +277,7 @@ def parse_args(argv):
                    help="small subset: 4096^3, 8192^3, 7777^3, 128x4096x4096, 4096x28672x4096, 1000^3 (bf16 only "
                         "unless --dtypes)")
     p.add_argument("--dtypes", default=None,
-                   help="comma-separated from bf16, fp16 (default: bf16,fp16; --quick: bf16)")
+                   help="comma-separated from bf16, fp16, tf32, tf32x3 (default: bf16,fp16; --quick: bf16)")
     p.add_argument("--out", default=str(ROOT / "bench" / "results"), help="output folder (default: %(default)s)")
     p.add_argument("--timeout", type=float, default=300, help="seconds per shape (default: %(default)s)")
     p.add_argument("--iters", type=int, default=20, help="timed samples per library (default: %(default)s)")
@@ -283,7 +286,7 @@ def parse_args(argv):
     dtypes = args.dtypes.split(",") if args.dtypes else (["bf16"] if args.quick else ["bf16", "fp16"])
     unknown = [d for d in dtypes if d not in DTYPES]
     if unknown:
-        p.error(f"--dtypes: unknown {', '.join(unknown)} (expected bf16, fp16)")
+        p.error(f"--dtypes: unknown {', '.join(unknown)} (expected bf16, fp16, tf32, tf32x3)")
     args.dtypes = dtypes
     return args
 

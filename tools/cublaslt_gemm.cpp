@@ -31,9 +31,9 @@ cublasLtHandle_t create_handle() {
   return h;
 }
 
-LtPtr<cublasLtMatmulDesc_t> make_op(cublasOperation_t trans_a, cublasOperation_t trans_b) {
+LtPtr<cublasLtMatmulDesc_t> make_op(cublasOperation_t trans_a, cublasOperation_t trans_b, cublasComputeType_t compute) {
   cublasLtMatmulDesc_t raw = nullptr;
-  CLI_CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CLI_CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw, compute, CUDA_R_32F));
   LtPtr<cublasLtMatmulDesc_t> op(raw, cublasLtMatmulDescDestroy);
   CLI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.get(), CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
   CLI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.get(), CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
@@ -60,10 +60,11 @@ LtPtr<cublasLtMatrixLayout_t> make_layout(const StoredMatrix& s, DType dtype) {
 
 LtHandle::LtHandle() : h_(create_handle(), cublasLtDestroy) {}
 
-LtGemm::LtGemm(cublasLtHandle_t handle, const GemmProblem& p, DType d_dtype, size_t workspace_bytes)
+LtGemm::LtGemm(cublasLtHandle_t handle, const GemmProblem& p, DType d_dtype, size_t workspace_bytes,
+               cublasComputeType_t compute)
     : handle_(handle),
-      op_(p.d.row_major ? make_op(cublas_op(p.op_b, true), cublas_op(p.op_a, true))
-                        : make_op(cublas_op(p.op_a, false), cublas_op(p.op_b, false))),
+      op_(p.d.row_major ? make_op(cublas_op(p.op_b, true), cublas_op(p.op_a, true), compute)
+                        : make_op(cublas_op(p.op_a, false), cublas_op(p.op_b, false), compute)),
       a_(make_layout(p.d.row_major ? p.b : p.a, p.a.dtype)),
       b_(make_layout(p.d.row_major ? p.a : p.b, p.b.dtype)),
       cd_(make_layout(p.d, d_dtype)),

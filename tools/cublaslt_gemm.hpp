@@ -32,7 +32,9 @@ class LtGemm {
  public:
   // Plans `p` with D (and C) of type `d_dtype`, algorithm = cuBLASLt's first heuristic choice for
   // `workspace_bytes` of workspace. Throws if cuBLASLt has none.
-  LtGemm(cublasLtHandle_t handle, const GemmProblem& p, tessera::DType d_dtype, size_t workspace_bytes);
+  // `compute`: CUBLAS_COMPUTE_32F, or CUBLAS_COMPUTE_32F_FAST_TF32 for the tf32 anchor of fp32 operands.
+  LtGemm(cublasLtHandle_t handle, const GemmProblem& p, tessera::DType d_dtype, size_t workspace_bytes,
+         cublasComputeType_t compute = CUBLAS_COMPUTE_32F);
 
   // Enqueues one GEMM. `c` is ignored when beta == 0. `workspace` holds at least the
   // `workspace_bytes` given to the constructor.

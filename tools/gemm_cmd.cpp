@@ -228,7 +228,10 @@ int run_gemm(const std::vector<std::string>& args) {
   std::optional<LtGemm> anchor;
   Launch cublas_launch;
   if (settings.compare) {
-    anchor.emplace(lt->get(), p, p.d.dtype, lt_workspace.bytes());
+    // fp32 operands: tessera's tf32 against cuBLASLt's tf32; 3xTF32 against cuBLASLt's fp32.
+    const bool tf32 = p.a.dtype == tessera::DType::F32 && p.precision != tessera::Precision::TF32x3;
+    anchor.emplace(lt->get(), p, p.d.dtype, lt_workspace.bytes(),
+                   tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
     cublas_launch = [&](int64_t i) {
       const InputSet& s = sets[size_t(i) % sets.size()];
       anchor->run(s.a.get(), s.b.get(), s.c.get(), d.data(), lt_workspace.get(), stream.get());

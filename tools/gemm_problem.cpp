@@ -72,6 +72,7 @@ tessera::GemmArgs GemmProblem::tessera_args(const void* a_ptr, const void* b_ptr
     args.bias_batch_stride = bias_batch_stride;
   }
   args.activation = activation;
+  args.precision = precision;
   args.config = config;
   return args;
 }
@@ -98,8 +99,8 @@ std::vector<OptionSpec> gemm_problem_options() {
       {"n", "N", "columns of op(B), C and D (required)"},
       {"k", "K", "columns of op(A) = rows of op(B) (required)"},
       {"batch", "B", "batch count (default 1)"},
-      {"dtype", "T", "A and B type: f16 | bf16 (default bf16)"},
-      {"out-dtype", "T", "C and D type: f16 | bf16 | f32 (default: --dtype)"},
+      {"dtype", "T", "A and B type: f16 | bf16 | tf32 | tf32x3 (fp32 operands as tf32, or 3xTF32) (default bf16)"},
+      {"out-dtype", "T", "C and D type: f16 | bf16 | f32 (default: --dtype; f32 for tf32 and tf32x3)"},
       {"layout", "XY", "BLAS ops of A then B, n = as stored, t = transposed (default tn: both K-major). "
                        "Stored column-major, A is MxK for n and KxM for t; B is KxN for n and NxK for t"},
       {"d-row-major", "", "store C and D row-major (default column-major M x N)"},
@@ -168,8 +169,10 @@ GemmProblem parse_gemm_problem(const Options& opts) {
   p.batch = positive(opts, "batch", 1);
 
   const std::string in_name = opts.str("dtype", "bf16");
-  const DType in = parse_dtype("dtype", in_name, /*allow_f32=*/false);
-  const DType out = parse_dtype("out-dtype", opts.str("out-dtype", in_name), /*allow_f32=*/true);
+  const bool f32_in = in_name == "tf32" || in_name == "tf32x3";
+  if (f32_in) p.precision = in_name == "tf32" ? tessera::Precision::TF32 : tessera::Precision::TF32x3;
+  const DType in = f32_in ? DType::F32 : parse_dtype("dtype", in_name, /*allow_f32=*/false);
+  const DType out = parse_dtype("out-dtype", opts.str("out-dtype", f32_in ? "f32" : in_name), /*allow_f32=*/true);
 
   p.layout = opts.str("layout", "tn");
   if (p.layout.size() != 2) bad_layout(p.layout);
@@ -210,7 +213,9 @@ GemmProblem parse_gemm_problem(const Options& opts) {
 
 void write_problem_json(JsonWriter& j, const GemmProblem& p) {
   j.field("m", p.m).field("n", p.n).field("k", p.k).field("batch", p.batch);
-  j.field("dtype", dtype_name(p.a.dtype)).field("out_dtype", dtype_name(p.d.dtype));
+  const bool x3 = p.precision == tessera::Precision::TF32x3;
+  j.field("dtype", p.a.dtype == DType::F32 ? (x3 ? "tf32x3" : "tf32") : dtype_name(p.a.dtype))
+      .field("out_dtype", dtype_name(p.d.dtype));
   j.field("layout", p.layout).field("d_row_major", p.d.row_major);
   j.field("lda", p.a.ld).field("ldb", p.b.ld).field("ldd", p.d.ld);
   j.field("broadcast_a", p.a.broadcast()).field("broadcast_b", p.b.broadcast());

@@ -44,6 +44,7 @@ struct GemmProblem {
   tessera::BiasMode bias_mode = tessera::BiasMode::None;
   int64_t bias_batch_stride = 0;
   tessera::Activation activation = tessera::Activation::None;
+  tessera::Precision precision = tessera::Precision::Default;  // fp32 operands (--dtype tf32 | tf32x3)
   std::string config;  // "" = tessera's heuristic
   std::string layout;  // "tn", "nt", ...: op_a then op_b
 

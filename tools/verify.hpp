@@ -23,7 +23,8 @@ struct VerifyResult {
 
 // Relative-error tolerance: set by the rounding of D for f16/bf16 outputs, and by the rounding of
 // the inputs' products (accumulation order) for f32 outputs.
-double verify_tolerance(tessera::DType in, tessera::DType out);
+double verify_tolerance(tessera::DType in, tessera::DType out,
+                        tessera::Precision precision = tessera::Precision::Default);
 
 // Computes the reference, fills D's guards, poisons D, runs `run_tessera` (which writes `d` from
 // `inputs`) once, and checks the output and the guards. `lt_workspace` is cuBLASLt's workspace.
