@@ -49,6 +49,13 @@ std::vector<Config> build() {
                      "Any alignment, no workspace: CUDA-core fp32 FMA with element-wise loads, slow but always "
                      "correct."});
   v.back().tf32 = v.back().tf32x3 = true;  // fp32 operands in plain fp32
+#define TESSERA_SM80_CONFIG(...)
+#define TESSERA_SM80_TF32(row, reason) \
+  for (Config& c : v)                  \
+    if (c.kernel == Kernel::Sm80 && c.id == (row)) c.tf32 = true;
+#include "gemm/sm80/configs.def"
+#undef TESSERA_SM80_TF32
+#undef TESSERA_SM80_CONFIG
 #define TESSERA_SM90_CONFIG(...)
 #define TESSERA_SM90_TF32(row, reason)                                                                \
   for (Config& c : v)                                                                                \

@@ -658,8 +658,9 @@ TEST(Memo, HeuristicAnswersDoNotDependOnWhatWasAskedBefore) {
 
 // ---- fp32 operands (tf32) ---------------------------------------------------------------------------
 
-// fp32 operands go only to the rows compiled for tf32 (configs.def TESSERA_SM90_TF32), with K counted
-// in 16-bit steps; never to the skinny kernel; elsewhere (no TMA-ready operands, Ampere) the fallback.
+// fp32 operands go only to the rows compiled for tf32 (configs.def TESSERA_SM90_TF32 / _SM80_TF32),
+// with K counted in 16-bit steps; never to the skinny kernel; without TMA-ready operands or on Ampere
+// to the mma.sync tf32 rows.
 TEST(Heuristic, F32OperandsTakeTheTf32Rows) {
   int tf32_rows = 0;
   for (const Config& c : configs()) tf32_rows += c.tf32 && c.kernel == Kernel::Sm90;
@@ -674,11 +675,13 @@ TEST(Heuristic, F32OperandsTakeTheTf32Rows) {
     const Config& c = select_config(in);
     EXPECT_EQ(c.kernel, Kernel::Sm90) << m << "x" << n << "x" << k << ": " << c.name;
     EXPECT_TRUE(c.tf32) << c.name;
-    in.tma_ok = false;
-    EXPECT_EQ(select_config(in).kernel, Kernel::Fallback);
+    in.tma_ok = false;  // the mma.sync tf32 rows (the plan falls back where the operands need a copy it cannot make)
+    EXPECT_EQ(select_config(in).kernel, Kernel::Sm80);
+    EXPECT_TRUE(select_config(in).tf32);
     HeuristicInput a100{m, n, 2 * k, 1, kA100.sm_count, kA100.cc, kA100.smem_optin, true};
     a100.f32 = true;
     EXPECT_TRUE(select_config(a100).tf32) << select_config(a100).name;
+    EXPECT_EQ(select_config(a100).kernel, Kernel::Sm80);  // the mma.sync tf32 rows
   }
   HeuristicInput big{8192, 8192, 2 * 8192, 1, kH100.sm_count, kH100.cc, kH100.smem_optin, true};
   big.f32 = true;

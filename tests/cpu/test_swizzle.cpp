@@ -225,6 +225,25 @@ TEST(Swizzle, AtomKMajorBK64) {
   check_atom<sm80::SmemAtom<true, 64>>(true, 128, "SmemAtom<K-major, 64>: Swizzle<3,3,3> o (8,64):(64,1)");
 }
 
+// The tf32 atoms put every element's 4 bytes where the 16-bit atom of the same row bytes puts the
+// element pair they replace: byte(tf32 row r, k) == byte(16-bit row r, 2k), so the 16-bit atoms'
+// conflict-free proofs above carry over (ldmatrix and cp.async move 16-byte slots either way).
+template <int BK>
+void check_tf32_atom_bytes() {
+  SCOPED_TRACE(BK);
+  const auto t = sm80::SmemAtom<true, BK, 4>{};
+  const auto h = sm80::SmemAtom<true, BK>{};
+  EXPECT_EQ(int(size<0>(t)), 8);
+  EXPECT_EQ(int(size<1>(t)), BK / 2);
+  for (int r = 0; r < 8; ++r)
+    for (int k = 0; k < BK / 2; ++k) EXPECT_EQ(4 * int(t(r, k)), 2 * int(h(r, 2 * k))) << r << "," << k;
+}
+
+TEST(Swizzle, AtomKMajorTf32HasThe16BitBytes) {
+  check_tf32_atom_bytes<32>();
+  check_tf32_atom_bytes<64>();
+}
+
 TEST(Swizzle, AtomMNMajor) {
   check_atom<sm80::SmemAtom<false, 32>>(false, 128, "SmemAtom<MN-major, 32>: Swizzle<3,3,3> o (64,8):(1,64)");
   check_atom<sm80::SmemAtom<false, 64>>(false, 128, "SmemAtom<MN-major, 64>");

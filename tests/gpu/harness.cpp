@@ -233,9 +233,10 @@ size_t dtype_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
 double tolerance(DType ab, DType d, tessera::Precision precision) {
   if (d == DType::BF16) return 1e-2;
   if (d == DType::F16) return ab == DType::F32 ? 3e-3 : 2e-3;
-  // fp32 operands: tf32 rounds each operand to 11 significant bits (truncation on the tensor cores:
-  // up to 2^-10 per operand); 3xTF32 is the fp32-class bar. The oracle is cuBLAS in fp32.
-  if (ab == DType::F32) return precision == tessera::Precision::TF32x3 ? 1e-5 : 2e-3;
+  // fp32 operands: tf32 rounds each operand to 11 significant bits (up to 2^-11 each, 2^-10 per
+  // product), which an activation's slope can multiply ~4x on a one-term sum (gelu near -2); 3xTF32
+  // is the fp32-class bar. The oracle is cuBLAS in fp32.
+  if (ab == DType::F32) return precision == tessera::Precision::TF32x3 ? 1e-5 : 5e-3;
   return ab == DType::BF16 ? 1e-3 : 5e-4;
 }
 

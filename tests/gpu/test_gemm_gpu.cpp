@@ -236,7 +236,9 @@ TEST_F(GemmF32, Tf32AndTf32x3OnEveryConfigThatRunsThem) {
             apply_layout(c, combo);
             c.m = s.m, c.n = s.n, c.k = s.k;
             if (combo == 5) c.alpha = 0.5f, c.beta = -1.25f;
-            if (combo == 6) c.bias = tessera::BiasMode::PerColumn, c.activation = tessera::Activation::Gelu;
+            // The activation on sums of many terms: on a one-term sum gelu's tail multiplies tf32's
+            // operand error by its relative slope (x = -4: 15x), which no tolerance bounds.
+            if (combo == 6 && s.k >= 64) c.bias = tessera::BiasMode::PerColumn, c.activation = tessera::Activation::Gelu;
             expect_support(c);
             const ti::Config* row = ti::find_config(cfg);
             if (row && prec == tessera::Precision::TF32x3 && !row->tf32x3 && c.expect == TESSERA_STATUS_SUCCESS) {

@@ -12,6 +12,7 @@ struct Row {
   int id;
   std::array<LaunchFn, 8> fn;  // [dt (F16, BF16)][a_k_major][b_k_major]
   int smem;
+  LaunchFn tf32 = nullptr;     // fp32 operands, both K-major (configs.def TESSERA_SM80_TF32)
 };
 
 template <int Cfg>
@@ -27,14 +28,31 @@ constexpr Row row() {
              pipe > epi ? pipe : epi};
 }
 
-const Row kRows[] = {
+struct Rows {
+  Row rows[0
+#define TESSERA_SM80_CONFIG(...) +1
+#include "gemm/sm80/configs.def"
+#undef TESSERA_SM80_CONFIG
+  ];
+};
+const Rows kRows = [] {
+  Rows t{{
 #define TESSERA_SM80_CONFIG(id, ...) row<id>(),
 #include "gemm/sm80/configs.def"
 #undef TESSERA_SM80_CONFIG
-};
+  }};
+#define TESSERA_SM80_CONFIG(...)
+#define TESSERA_SM80_TF32(row, reason) \
+  for (Row& r : t.rows)               \
+    if (r.id == (row)) r.tf32 = &launch<row, kF32, true, true>;
+#include "gemm/sm80/configs.def"
+#undef TESSERA_SM80_TF32
+#undef TESSERA_SM80_CONFIG
+  return t;
+}();
 
 const Row* find(int cfg) {
-  for (const Row& r : kRows)
+  for (const Row& r : kRows.rows)
     if (r.id == cfg) return &r;
   return nullptr;
 }
@@ -43,6 +61,7 @@ const Row* find(int cfg) {
 
 cudaError_t run(int cfg, int dt, bool a_k_major, bool b_k_major, const GemmParams& p, cudaStream_t stream) {
   const Row* r = find(cfg);
+  if (r && dt == kF32) return r->tf32 && a_k_major && b_k_major ? r->tf32(p, stream) : cudaErrorInvalidValue;
   if (!r || (dt != kF16 && dt != kBF16)) return cudaErrorInvalidValue;
   return r->fn[(dt == kBF16 ? 4 : 0) + (a_k_major ? 2 : 0) + (b_k_major ? 1 : 0)](p, stream);
 }

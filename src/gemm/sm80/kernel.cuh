@@ -29,19 +29,30 @@ template <> struct ElementOf<kBF16> {
   using type = cute::bfloat16_t;
   using MmaOp = SM80_16x8x16_F32BF16BF16F32_TN;
 };
+// fp32 operands as tf32 (the seed's Ampere multistage example): K-major only, as the plan delivers them.
+// mma.sync truncates each fp32 word to tf32 (about twice the error of the sm90 rows, whose TMA loads
+// round); rounding the fragments in registers is a conversion per element and k-block, which the
+// mainloop cannot hide (docs/PERF.md, the tf32 section).
+template <> struct ElementOf<kF32> {
+  using type = cute::tfloat32_t;
+  using MmaOp = SM80_16x8x8_F32TF32TF32F32_TN;
+};
 
 // Everything static about one kernel: tile, pipeline depth, warps, dtype and operand majors.
 template <int BM_, int BN_, int BK_, int Stages_, int WarpsM_, int WarpsN_, int DT, bool AKMajor_, bool BKMajor_>
 struct Traits {
-  static constexpr int BM = BM_, BN = BN_, BK = BK_, Stages = Stages_;
+  using Element = typename ElementOf<DT>::type;
+  // configs.def counts BK in 16-bit elements: a tf32 k-tile holds half as many (the same bytes).
+  static constexpr int BM = BM_, BN = BN_, BK = BK_ * 2 / int(sizeof(Element)), Stages = Stages_;
   static constexpr int WarpsM = WarpsM_, WarpsN = WarpsN_;
   static constexpr int kThreads = 32 * WarpsM * WarpsN;
   static constexpr bool AKMajor = AKMajor_, BKMajor = BKMajor_;
-  using Element = typename ElementOf<DT>::type;
+  static constexpr int kVec = 16 / int(sizeof(Element));  // elements per 16-byte cp.async
+  static constexpr int kMmaK = sizeof(Element) == 4 ? 8 : 16;  // K of one mma.sync
 
   // Shared memory: (rows, BK, Stages) per operand; atoms and their swizzles in smem_layouts.hpp.
-  using SmemLayoutA = decltype(tile_to_shape(SmemAtom<AKMajor, BK>{}, Shape<Int<BM>, Int<BK>, Int<Stages>>{}));
-  using SmemLayoutB = decltype(tile_to_shape(SmemAtom<BKMajor, BK>{}, Shape<Int<BN>, Int<BK>, Int<Stages>>{}));
+  using SmemLayoutA = decltype(tile_to_shape(SmemAtom<AKMajor, BK_, int(sizeof(Element))>{}, Shape<Int<BM>, Int<BK>, Int<Stages>>{}));
+  using SmemLayoutB = decltype(tile_to_shape(SmemAtom<BKMajor, BK_, int(sizeof(Element))>{}, Shape<Int<BN>, Int<BK>, Int<Stages>>{}));
 
   // gmem -> smem: 16-byte cp.async per thread, zero-filled outside the matrix. Threads run along
   // the contiguous mode first so that each warp reads whole 64/128-byte segments.
@@ -49,10 +60,10 @@ struct Traits {
   static auto make_gmem_copy() {
     using Atom = Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<uint128_t>, Element>;
     if constexpr (KMajor) {
-      constexpr int kThrK = BK / 8;  // threads along K
+      constexpr int kThrK = BK / kVec;  // threads along K
       return make_tiled_copy(Atom{},
                              Layout<Shape<Int<kThreads / kThrK>, Int<kThrK>>, Stride<Int<kThrK>, _1>>{},
-                             Layout<Shape<_1, _8>>{});
+                             Layout<Shape<_1, Int<kVec>>>{});
     } else {
       constexpr int kThrMN = (Rows / 8 < kThreads) ? Rows / 8 : kThreads;  // threads along MN
       return make_tiled_copy(Atom{},
@@ -67,7 +78,7 @@ struct Traits {
   // (two 16x8x16 atoms along N) so that one ldmatrix.x4 feeds B.
   using TiledMma = decltype(make_tiled_mma(MMA_Atom<typename ElementOf<DT>::MmaOp>{},
                                            Layout<Shape<Int<WarpsM>, Int<WarpsN>, _1>>{},
-                                           Tile<Int<16 * WarpsM>, Int<16 * WarpsN>, _16>{}));
+                                           Tile<Int<16 * WarpsM>, Int<16 * WarpsN>, Int<kMmaK>>{}));
 
   // smem -> registers: ldmatrix, transposing for MN-major operands.
   using SmemCopyAtomA = Copy_Atom<std::conditional_t<AKMajor, SM75_U32x4_LDSM_N, SM75_U16x8_LDSM_T>, Element>;
@@ -80,8 +91,9 @@ struct Traits {
   static constexpr int kEpiBytes = BM * kStageLd * int(sizeof(float));
   static constexpr int kSmemBytes = kPipeBytes > kEpiBytes ? kPipeBytes : kEpiBytes;
 
-  static_assert(BM % (16 * WarpsM) == 0 && BN % (16 * WarpsN) == 0 && BK % 16 == 0, "tile vs MMA");
-  static_assert((BM * BK / 8) % kThreads == 0 && (BN * BK / 8) % kThreads == 0, "copy tiling");
+  static_assert(BM % (16 * WarpsM) == 0 && BN % (16 * WarpsN) == 0 && BK % kMmaK == 0, "tile vs MMA");
+  static_assert(sizeof(Element) == 2 || (AKMajor && BKMajor), "tf32: K-major operands only (ldmatrix of 32-bit pairs)");
+  static_assert((BM * BK / kVec) % kThreads == 0 && (BN * BK / kVec) % kThreads == 0, "copy tiling");
 };
 
 // One CTA tile (tile_m, tile_n) of batch l.

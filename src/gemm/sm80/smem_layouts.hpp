@@ -23,7 +23,10 @@ namespace tessera::gemm_impl::sm80 {
 //  BK = 64: a row is 128 B (8 slots); XOR the slot with row bits 0..2: Swizzle<3,3,3>.
 // MN-major operand (64 MN-contiguous elements x 8 k): each k-row is one 128-byte line and
 //   ldmatrix.trans reads the same slot of 8 consecutive k-rows: Swizzle<3,3,3> XORs slot with k.
-template <bool KMajor, int BK>
+// tf32 (4-byte elements) gets the same bytes: a 16-byte slot holds 4 elements (M = 2), so
+// Swizzle<B, 2, 3> XORs the same slot bits with the same row bits as Swizzle<B, 3, 3> does for 16-bit.
+// BK below counts 16-bit elements (configs.def), BK * 2 / ElemBytes of the operand's own.
+template <bool KMajor, int BK, int ElemBytes = 2>
 struct SmemAtomSelector;
 
 template <>
@@ -41,8 +44,18 @@ struct SmemAtomSelector<false, BK> {
   using type = decltype(cute::composition(cute::Swizzle<3, 3, 3>{},
                                           cute::Layout<cute::Shape<cute::_64, cute::_8>, cute::Stride<cute::_1, cute::_64>>{}));
 };
+template <>
+struct SmemAtomSelector<true, 32, 4> {  // 64-byte rows of 16 tf32
+  using type = decltype(cute::composition(cute::Swizzle<2, 2, 3>{},
+                                          cute::Layout<cute::Shape<cute::_8, cute::_16>, cute::Stride<cute::_16, cute::_1>>{}));
+};
+template <>
+struct SmemAtomSelector<true, 64, 4> {  // 128-byte rows of 32 tf32
+  using type = decltype(cute::composition(cute::Swizzle<3, 2, 3>{},
+                                          cute::Layout<cute::Shape<cute::_8, cute::_32>, cute::Stride<cute::_32, cute::_1>>{}));
+};
 
-template <bool KMajor, int BK>
-using SmemAtom = typename SmemAtomSelector<KMajor, BK>::type;
+template <bool KMajor, int BK, int ElemBytes = 2>
+using SmemAtom = typename SmemAtomSelector<KMajor, BK, ElemBytes>::type;
 
 }  // namespace tessera::gemm_impl::sm80
