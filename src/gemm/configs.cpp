@@ -304,6 +304,9 @@ Selection select_sm90(const HeuristicInput& in) {
     for (const Config& c : configs()) {
       if (c.kernel != Kernel::Sm90 || c.smem_bytes > in.smem_optin || in.cc < c.min_cc || in.cc > c.max_cc) continue;
       if ((flip && !c.flip) || (in.f32 && !c.tf32) || (in.f32x3 && !c.tf32x3)) continue;
+      // 3xTF32 drains the WGMMA pipeline at each promotion, which the cost model does not see: the
+      // 128x64 pairs, with twice the CTAs of 128x128 to cover it, ran faster on most shapes (docs/PERF.md).
+      if (in.f32x3 && c.bn > 64) continue;
       // The 64x96 decode tile only where its pairs span M (the activations, at most 128 rows): at
       // M = 256 it lost to 64x64 pairs, which the cost model rated the other way round.
       if (c.bn % 64 != 0 && m > c.bm * c.cluster_m) continue;
