@@ -145,6 +145,20 @@ def test_gemm_argument_errors_raise_value_error_naming_the_argument(mutate, patt
         assert str(info.value) == _C.last_error()  # the library's own message
 
 
+def test_gemm_precision_is_for_f32_operands():
+    a, b, d = gemm_args()  # f16 operands
+    for call in (lambda p: _C.gemm(a, b, d, precision=p), lambda p: _C.gemm_workspace_size(a, b, d, precision=p)):
+        with pytest.raises(ValueError, match=r"precision: tf32 and tf32x3 apply to f32 operands; a and b are f16"):
+            call(_C.PRECISION_TF32X3)
+        with pytest.raises(ValueError, match=r"precision: must be default \(0\), tf32 \(1\) or tf32x3 \(2\)"):
+            call(7)
+    a, b, d = gemm_args(dtype=_C.F32, out_dtype=_C.F32)
+    # fp32 operands: valid with every precision; without a device the workspace is a bound that covers
+    # the K-major copies 3xTF32 makes (two 64 x 192 fp32 copies, at least).
+    assert _C.gemm_workspace_size(a, b, d) >= 0
+    assert _C.gemm_workspace_size(a, b, d, precision=_C.PRECISION_TF32X3) >= 2 * 64 * 192 * 4
+
+
 def test_gemm_c_rules_apply_only_when_beta_is_nonzero():
     a, b, d = gemm_args()
     c = mat(0, _C.F16, 64, 64)  # null C
