@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gemm/memo.hpp"
+#include "gemm/sm80/config_shape.hpp"
 #include "gemm/sm90/config_shape.hpp"
 #include "gemm/skinny/skinny.hpp"
 
@@ -49,21 +50,12 @@ std::vector<Config> build() {
                      "Any alignment, no workspace: CUDA-core fp32 FMA with element-wise loads, slow but always "
                      "correct."});
   v.back().tf32 = v.back().tf32x3 = true;  // fp32 operands in plain fp32
-#define TESSERA_SM80_CONFIG(...)
-#define TESSERA_SM80_TF32(row, reason) \
-  for (Config& c : v)                  \
-    if (c.kernel == Kernel::Sm80 && c.id == (row)) c.tf32 = true;
-#include "gemm/sm80/configs.def"
-#undef TESSERA_SM80_TF32
-#undef TESSERA_SM80_CONFIG
-#define TESSERA_SM90_CONFIG(...)
-#define TESSERA_SM90_TF32(row, reason)                                                                \
-  for (Config& c : v)                                                                                \
-    if (c.kernel == Kernel::Sm90 && c.id == (row))                                                   \
-      c.tf32 = true, c.tf32x3 = sm90::consumers_have_room(c.bm, c.bn, c.pingpong);
-#include "gemm/sm90/configs.def"
-#undef TESSERA_SM90_TF32
-#undef TESSERA_SM90_CONFIG
+  for (Config& c : v) {
+    if (c.kernel == Kernel::Sm80) c.tf32 = sm80::has_tf32(c.id);
+    // 3xTF32 needs the promoted accumulators (sm90 Traits::kPromote): the rows with registers for them.
+    if (c.kernel == Kernel::Sm90)
+      c.tf32 = sm90::has_tf32(c.id), c.tf32x3 = c.tf32 && sm90::consumers_have_room(c.bm, c.bn, c.pingpong);
+  }
   return v;
 }
 

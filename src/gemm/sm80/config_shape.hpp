@@ -15,4 +15,19 @@ struct ConfigShape;
 #include "gemm/sm80/configs.def"
 #undef TESSERA_SM80_CONFIG
 
+// Whether row `id` also compiles a tf32 variant (configs.def TESSERA_SM80_TF32): the one list that the
+// dispatch table and the heuristic's Config::tf32 read.
+constexpr bool has_tf32(int id) {
+  constexpr int rows[] = {
+#define TESSERA_SM80_CONFIG(...)
+#define TESSERA_SM80_TF32(row, reason) row,
+#include "gemm/sm80/configs.def"
+#undef TESSERA_SM80_TF32
+#undef TESSERA_SM80_CONFIG
+      -1};
+  for (int r : rows)
+    if (r == id) return true;
+  return false;
+}
+
 }  // namespace tessera::gemm_impl::sm80

@@ -21,38 +21,23 @@ constexpr Row row() {
   // Same formula as Traits::kSmemBytes (checked by a static_assert in the tests).
   constexpr int pipe = S::Stages * (S::BM + S::BN) * S::BK * 2;
   constexpr int epi = S::BM * (S::BN + 8) * 4;
-  return Row{Cfg,
-             {&launch<Cfg, kF16, false, false>, &launch<Cfg, kF16, false, true>, &launch<Cfg, kF16, true, false>,
-              &launch<Cfg, kF16, true, true>, &launch<Cfg, kBF16, false, false>, &launch<Cfg, kBF16, false, true>,
-              &launch<Cfg, kBF16, true, false>, &launch<Cfg, kBF16, true, true>},
-             pipe > epi ? pipe : epi};
+  Row r{Cfg,
+        {&launch<Cfg, kF16, false, false>, &launch<Cfg, kF16, false, true>, &launch<Cfg, kF16, true, false>,
+         &launch<Cfg, kF16, true, true>, &launch<Cfg, kBF16, false, false>, &launch<Cfg, kBF16, false, true>,
+         &launch<Cfg, kBF16, true, false>, &launch<Cfg, kBF16, true, true>},
+        pipe > epi ? pipe : epi};
+  if constexpr (has_tf32(Cfg)) r.tf32 = &launch<Cfg, kF32, true, true>;
+  return r;
 }
 
-struct Rows {
-  Row rows[0
-#define TESSERA_SM80_CONFIG(...) +1
-#include "gemm/sm80/configs.def"
-#undef TESSERA_SM80_CONFIG
-  ];
-};
-const Rows kRows = [] {
-  Rows t{{
+const Row kRows[] = {
 #define TESSERA_SM80_CONFIG(id, ...) row<id>(),
 #include "gemm/sm80/configs.def"
 #undef TESSERA_SM80_CONFIG
-  }};
-#define TESSERA_SM80_CONFIG(...)
-#define TESSERA_SM80_TF32(row, reason) \
-  for (Row& r : t.rows)               \
-    if (r.id == (row)) r.tf32 = &launch<row, kF32, true, true>;
-#include "gemm/sm80/configs.def"
-#undef TESSERA_SM80_TF32
-#undef TESSERA_SM80_CONFIG
-  return t;
-}();
+};
 
 const Row* find(int cfg) {
-  for (const Row& r : kRows.rows)
+  for (const Row& r : kRows)
     if (r.id == cfg) return &r;
   return nullptr;
 }

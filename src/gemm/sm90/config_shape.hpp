@@ -19,6 +19,21 @@ struct ConfigShape;
 #include "gemm/sm90/configs.def"
 #undef TESSERA_SM90_CONFIG
 
+// Whether row `id` also compiles a tf32 variant (configs.def TESSERA_SM90_TF32): the one list that the
+// dispatch table and the heuristic's Config::tf32 read.
+constexpr bool has_tf32(int id) {
+  constexpr int rows[] = {
+#define TESSERA_SM90_CONFIG(...)
+#define TESSERA_SM90_TF32(row, reason) row,
+#include "gemm/sm90/configs.def"
+#undef TESSERA_SM90_TF32
+#undef TESSERA_SM90_CONFIG
+      -1};
+  for (int r : rows)
+    if (r == id) return true;
+  return false;
+}
+
 // Consumer warpgroups of a configuration: one per 64 rows of the tile (cooperative) or two.
 constexpr int consumer_warpgroups(int bm, bool pingpong) { return pingpong ? 2 : bm / 64; }
 

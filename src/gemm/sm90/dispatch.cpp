@@ -21,48 +21,29 @@ struct Row {
 template <int Cfg>
 constexpr Row row() {
   using S = ConfigShape<Cfg>;
-  return Row{Cfg,
-             {&launch<Cfg, kF16, false, false>, &launch<Cfg, kF16, false, true>, &launch<Cfg, kF16, true, false>,
-              &launch<Cfg, kF16, true, true>, &launch<Cfg, kBF16, false, false>, &launch<Cfg, kBF16, false, true>,
-              &launch<Cfg, kBF16, true, false>, &launch<Cfg, kBF16, true, true>},
-             {&prepare<Cfg, kF16, false, false>, &prepare<Cfg, kF16, false, true>, &prepare<Cfg, kF16, true, false>,
-              &prepare<Cfg, kF16, true, true>, &prepare<Cfg, kBF16, false, false>, &prepare<Cfg, kBF16, false, true>,
-              &prepare<Cfg, kBF16, true, false>, &prepare<Cfg, kBF16, true, true>},
-             smem_bytes_for(S::BM, S::BN, S::BK, S::Stages, S::Pingpong)};
-}
-
-template <int Cfg>
-constexpr Row tf32_row(Row r) {
-  r.tf32 = &launch<Cfg, kF32, true, true>;
-  r.tf32_prepare = &prepare<Cfg, kF32, true, true>;
+  Row r{Cfg,
+        {&launch<Cfg, kF16, false, false>, &launch<Cfg, kF16, false, true>, &launch<Cfg, kF16, true, false>,
+         &launch<Cfg, kF16, true, true>, &launch<Cfg, kBF16, false, false>, &launch<Cfg, kBF16, false, true>,
+         &launch<Cfg, kBF16, true, false>, &launch<Cfg, kBF16, true, true>},
+        {&prepare<Cfg, kF16, false, false>, &prepare<Cfg, kF16, false, true>, &prepare<Cfg, kF16, true, false>,
+         &prepare<Cfg, kF16, true, true>, &prepare<Cfg, kBF16, false, false>, &prepare<Cfg, kBF16, false, true>,
+         &prepare<Cfg, kBF16, true, false>, &prepare<Cfg, kBF16, true, true>},
+        smem_bytes_for(S::BM, S::BN, S::BK, S::Stages, S::Pingpong)};
+  if constexpr (has_tf32(Cfg)) {
+    r.tf32 = &launch<Cfg, kF32, true, true>;
+    r.tf32_prepare = &prepare<Cfg, kF32, true, true>;
+  }
   return r;
 }
 
-struct Rows {
-  Row rows[0
-#define TESSERA_SM90_CONFIG(...) +1
-#include "gemm/sm90/configs.def"
-#undef TESSERA_SM90_CONFIG
-  ];
-};
-const Rows kRows = [] {
-  Rows t{{
+const Row kRows[] = {
 #define TESSERA_SM90_CONFIG(id, ...) row<id>(),
 #include "gemm/sm90/configs.def"
 #undef TESSERA_SM90_CONFIG
-  }};
-#define TESSERA_SM90_CONFIG(...)
-#define TESSERA_SM90_TF32(row, reason) \
-  for (Row& r : t.rows)               \
-    if (r.id == (row)) r = tf32_row<row>(r);
-#include "gemm/sm90/configs.def"
-#undef TESSERA_SM90_TF32
-#undef TESSERA_SM90_CONFIG
-  return t;
-}();
+};
 
 const Row* find(int cfg) {
-  for (const Row& r : kRows.rows)
+  for (const Row& r : kRows)
     if (r.id == cfg) return &r;
   return nullptr;
 }
