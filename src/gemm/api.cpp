@@ -53,7 +53,7 @@ bool is_empty(const GemmArgs& args) {
 // Copies an operand the kernels cannot read as it is into the workspace (16-bit: zero padded;
 // fp32: K-major, and split for 3xTF32) and points the canonical params at the copy.
 Status pad_into(const gemm_impl::OperandPlan& op, char* dst, const void** ptr, int64_t* ld, int64_t* batch_stride,
-                bool* k_major, cudaStream_t stream) {
+                cudaStream_t stream) {
   const int64_t contiguous = op.k_major ? op.k : op.rows;
   const int64_t outer = op.f32 ? op.rows : op.k_major ? op.rows : op.k;
   cudaError_t e =
@@ -66,7 +66,6 @@ Status pad_into(const gemm_impl::OperandPlan& op, char* dst, const void** ptr, i
   *ptr = dst;
   *ld = op.padded_ld;
   *batch_stride = op.padded_batches > 1 ? op.padded_ld * outer : 0;
-  *k_major = op.k_major || op.f32;
   return Status::success();
 }
 
@@ -89,12 +88,10 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
   gemm_impl::GemmParams p = plan.params;
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   char* ws = static_cast<char*>(workspace);
-  bool a_k_major = plan.a.k_major, b_k_major = plan.b.k_major;
   if (lp.pad_a)
-    if (Status s = pad_into(plan.a, ws, &p.a, &p.lda, &p.batch_stride_a, &a_k_major, stream); !s.ok()) return s;
+    if (Status s = pad_into(plan.a, ws, &p.a, &p.lda, &p.batch_stride_a, stream); !s.ok()) return s;
   if (lp.pad_b)
-    if (Status s = pad_into(plan.b, ws + lp.pad_b_offset, &p.b, &p.ldb, &p.batch_stride_b, &b_k_major, stream); !s.ok())
-      return s;
+    if (Status s = pad_into(plan.b, ws + lp.pad_b_offset, &p.b, &p.ldb, &p.batch_stride_b, stream); !s.ok()) return s;
   if (lp.pad_a || lp.pad_b) p.k = int(plan.kernel_k);  // 3xTF32: the copies' three K ranges
 
   const Config& cfg = *lp.config;
@@ -106,9 +103,9 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
   } else if (cfg.kernel == Kernel::Sm90) {
     gemm_impl::sm90::Launch l = lp.sm90;
     if (l.splits > 1 || l.stream_k) l.workspace = ws + lp.fixup_offset;
-    e = gemm_impl::sm90::run(cfg.id, plan.ab_dtype, a_k_major, b_k_major, p, l, stream);
+    e = gemm_impl::sm90::run(cfg.id, plan.ab_dtype, plan.a.kernel_k_major(), plan.b.kernel_k_major(), p, l, stream);
   } else {
-    e = gemm_impl::sm80::run(cfg.id, plan.ab_dtype, a_k_major, b_k_major, p, stream);
+    e = gemm_impl::sm80::run(cfg.id, plan.ab_dtype, plan.a.kernel_k_major(), plan.b.kernel_k_major(), p, stream);
   }
   return cuda_status(e, cfg.name);
 }

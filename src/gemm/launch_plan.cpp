@@ -128,9 +128,7 @@ Status plan_sm90(const Config& cfg, const GemmPlan& plan, bool flip, const detai
   while (dc.splits > 1 && splitk_bytes(cfg, p.m, p.n, p.batch, dc.splits) > room) --dc.splits;
 
   const int cluster = cfg.cluster_m * cfg.cluster_n;
-  // (fp32 operands reach the kernels K-major: read as they are only when they are, else copied so.)
-  int clusters = sm90::prepare(cfg.id, plan.ab_dtype, plan.a.k_major || plan.a.f32, plan.b.k_major || plan.b.f32,
-                               dev.sm_count);
+  int clusters = sm90::prepare(cfg.id, plan.ab_dtype, plan.a.kernel_k_major(), plan.b.kernel_k_major(), dev.sm_count);
   if (clusters < 0)
     return fail(TESSERA_STATUS_CUDA_ERROR, std::string(cfg.name) + ": setting up the kernel: " +
                                                cudaGetErrorString(cudaError_t(-clusters)));

@@ -28,7 +28,7 @@ struct OperandPlan {
   // fp32 operands (tf32): the kernels read them K-major only, 16-byte aligned with K a multiple of 4;
   // any other fp32 operand, and every 3xTF32 one, is copied K-major into the workspace.
   bool aligned = true;
-  int64_t padded_ld = 0;     // 16-bit: round_up(contiguous extent, 8); fp32: split_segments(split) x padded_k
+  int64_t padded_ld = 0;     // 16-bit: round_up(contiguous extent, 8); fp32: padded_k, or 3 x padded_k for 3xTF32
   int64_t padded_k = 0;      // fp32 copies: round_up(K, 4), one K range of the copy
   int64_t padded_batches = 0;
   size_t pad_bytes = 0;      // workspace bytes for the padded copy (256-byte granules)
@@ -39,11 +39,12 @@ struct OperandPlan {
   // their own scale (added after the large ones, the tensor cores' accumulation dropped most of
   // their bits).
   int split = 0;
+  // The major the kernels read: an fp32 operand reaches them K-major (as it is, or copied so).
+  bool kernel_k_major() const { return k_major || f32; }
 };
 // The kernels index with 32-bit coordinates (validate's rule for M, N, K; 3xTF32's tripled K too).
 constexpr int64_t kMaxKernelK = 2147483647 - 1024;
 enum SplitPattern : int { kSplitNone = 0, kSplitA = 1, kSplitB = 2 };
-constexpr int split_segments(int split) { return split == kSplitNone ? 1 : 3; }
 
 struct GemmPlan {
   bool empty = false;        // M, N or batch is 0: nothing to do
