@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks the compiled kernels of a tessera build: a register spill is an error, and every
 tensor-core GEMM / attention kernel must contain the matrix instruction of its path (HMMA for the sm_80
-mma.sync kernels, on both the sm_80 and sm_90 SASS; HGMMA for the sm_90a TMA/WGMMA kernels).
+mma.sync kernels, on both the sm_80 and sm_90 SASS; HGMMA for the sm_90a TMA/WGMMA kernels; their s8
+kernels' IMMA / IGMMA count as such).
 
 Usage: scripts/check_kernels.py [path/to/libtessera.a]   (default: build/libtessera.a)
 Uses cuobjdump (CUDA toolkit); needs no GPU.
@@ -68,9 +69,11 @@ def main() -> int:
             current = (m.group(1), arch)
             ops[current] = set()
         elif current:
-            for op in ("HGMMA", "HMMA", "UTMALDG"):
+            # The s8 kernels' integer forms count as their family's matrix instruction.
+            for op, family_op in (("HGMMA", "HGMMA"), ("IGMMA", "HGMMA"), ("HMMA", "HMMA"), ("IMMA", "HMMA"),
+                                  ("UTMALDG", "UTMALDG")):
                 if re.search(r"\b" + op + r"\.", line):
-                    ops[current].add(op)
+                    ops[current].add(family_op)
     tc = []
     for k in ops:
         wants = next((w for marker, w in families.items() if marker in k[0]), None)

@@ -46,7 +46,10 @@ tessera_gemm_args_t to_c(const GemmArgs& a) noexcept {
                              a.bias_batch_stride,
                              tessera_activation_t(a.activation),
                              a.max_sms,
-                             tessera_precision_t(a.precision)};
+                             tessera_precision_t(a.precision),
+                             a.scale_a,
+                             a.scale_b,
+                             tessera_scale_mode_t(a.scale_mode)};
 }
 
 GemmArgs from_c(const tessera_gemm_args_t& a) {
@@ -66,6 +69,9 @@ GemmArgs from_c(const tessera_gemm_args_t& a) {
   r.activation = Activation(a.activation);
   r.max_sms = a.max_sms;
   r.precision = Precision(a.precision);  // out-of-range codes are rejected by validation
+  r.scale_a = a.scale_a;
+  r.scale_b = a.scale_b;
+  r.scale_mode = ScaleMode(a.scale_mode);  // out-of-range codes are rejected by validation
   return r;
 }
 

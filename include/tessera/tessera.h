@@ -32,7 +32,9 @@ typedef enum tessera_status_t {
 typedef enum tessera_dtype_t {
   TESSERA_DTYPE_F16 = 0,
   TESSERA_DTYPE_BF16 = 1,
-  TESSERA_DTYPE_F32 = 2
+  TESSERA_DTYPE_F32 = 2,
+  TESSERA_DTYPE_S8 = 3,  /* GEMM operands: int8, products summed exactly in int32               */
+  TESSERA_DTYPE_S32 = 4  /* GEMM D of S8 operands: the int32 sums as they are                   */
 } tessera_dtype_t;
 
 /* How a stored matrix lies in memory. ROW_MAJOR: element (r, c) at r * ld + c. */
@@ -83,11 +85,24 @@ typedef enum tessera_precision_t {
                                     3x the tensor-core work                                          */
 } tessera_precision_t;
 
+/* Scales of S8 operands (W8A8 dequantisation): D = act(alpha * scale_a * scale_b * (op(A) op(B)) +
+ * beta * C + bias), the int32 sums converted to fp32 and scaled before the rest of the epilogue. */
+typedef enum tessera_scale_mode_t {
+  TESSERA_SCALE_NONE = 0,    /* no scales: scale_a and scale_b must be NULL                          */
+  TESSERA_SCALE_TENSOR = 1,  /* one fp32 each: *scale_a and *scale_b                                  */
+  TESSERA_SCALE_ROWWISE = 2  /* scale_a: M fp32 values, one per row of op(A) (M x 1); scale_b: N, one
+                                per column of op(B) (1 x N); contiguous                                */
+} tessera_scale_mode_t;
+
 /* D = act(alpha * op(A) * op(B) + beta * C + bias), computed in F32 and rounded once.
  *   op(A): M x K, op(B): K x N, C and D: M x N.
  *   C may have a null ptr when beta == 0 (then C is not read at all). C's dtype equals D's.
  *   A and B: F16, BF16 or F32 (the same; F32 as tf32 or 3xTF32, see `precision`); D: F16, BF16 or
  *   F32; accumulation in F32.
+ *   A and B S8: products summed exactly in int32. D S32 takes the sums as they are (alpha 1, beta 0,
+ *   no bias, activation or scales: torch._int_mm); D F16, BF16 or F32 takes them dequantised (see
+ *   tessera_scale_mode_t) through the F32 epilogue above. Scales are device pointers to fp32, 4-byte
+ *   aligned, shared by every batch, read-only (they must not overlap D).
  *   bias (optional): a contiguous vector in D's dtype, N elements for TESSERA_BIAS_PER_COLUMN, M for
  *   TESSERA_BIAS_PER_ROW; batch l reads bias + l * bias_batch_stride (0 = one vector for every
  *   batch). NULL with TESSERA_BIAS_NONE; with a mode, NULL only where the vector is empty (as for a
@@ -118,6 +133,10 @@ typedef struct tessera_gemm_args_t {
   int max_sms;
   /* F32 operands only: TF32 (the default) or TF32X3; F16 / BF16 operands need DEFAULT. */
   tessera_precision_t precision;
+  /* S8 operands only: dequantisation scales (tessera_scale_mode_t); NULL / NONE otherwise. */
+  const float* scale_a;
+  const float* scale_b;
+  tessera_scale_mode_t scale_mode;
 } tessera_gemm_args_t;
 
 /* Bytes of workspace that let every operand use the fastest path (0 if none is needed).

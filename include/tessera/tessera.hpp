@@ -11,7 +11,16 @@
 
 namespace tessera {
 
-enum class DType : int { F16 = TESSERA_DTYPE_F16, BF16 = TESSERA_DTYPE_BF16, F32 = TESSERA_DTYPE_F32 };
+enum class DType : int {
+  F16 = TESSERA_DTYPE_F16,
+  BF16 = TESSERA_DTYPE_BF16,
+  F32 = TESSERA_DTYPE_F32,
+  S8 = TESSERA_DTYPE_S8,   // GEMM operands, summed exactly in int32
+  S32 = TESSERA_DTYPE_S32  // GEMM D of S8 operands: the int32 sums
+};
+// Dequantisation scales of S8 operands (tessera_scale_mode_t): none, one per tensor, per row of op(A)
+// and per column of op(B).
+enum class ScaleMode : int { None = TESSERA_SCALE_NONE, Tensor = TESSERA_SCALE_TENSOR, RowWise = TESSERA_SCALE_ROWWISE };
 // F32 operands: TF32 (Default) or 3xTF32 (~fp32 accuracy, 3x the tensor-core work); tessera_precision_t.
 enum class Precision : int { Default = TESSERA_PRECISION_DEFAULT, TF32 = TESSERA_PRECISION_TF32, TF32x3 = TESSERA_PRECISION_TF32X3 };
 enum class Layout : int { RowMajor = TESSERA_ROW_MAJOR, ColMajor = TESSERA_COL_MAJOR };
@@ -101,6 +110,13 @@ struct GemmArgs {
   // operands that are not K-major (or not 16-byte aligned), and every 3xTF32 call, run on the CUDA
   // cores in plain fp32 instead.
   Precision precision = Precision::Default;
+  // S8 operands (a.dtype == b.dtype == S8): D S32 gets the exact int32 sums (alpha 1, beta 0, no
+  // bias, activation or scales); D F16 / BF16 / F32 gets alpha * scale_a * scale_b * sums (+ beta C
+  // + bias, then the activation), with fp32 scales per tensor (one value each) or row-wise (M values
+  // for the rows of op(A), N for the columns of op(B)), shared by every batch.
+  const float* scale_a = nullptr;
+  const float* scale_b = nullptr;
+  ScaleMode scale_mode = ScaleMode::None;
 };
 
 // D = act(alpha * op(A) * op(B) + beta * C + bias) on `stream` (a cudaStream_t; nullptr = default

@@ -31,6 +31,7 @@ struct Config {
   bool l2_warm = false;   // sm90: can prefetch its first k-tiles into L2 at entry (sm90/config_shape.hpp)
   bool tf32 = false;      // runs fp32 operands as tf32 (sm90/configs.def TESSERA_SM90_TF32; the fallback in fp32)
   bool tf32x3 = false;    // ... and 3xTF32, whose sums need the promoted accumulators (sm90 Traits::kPromote)
+  bool s8 = false;        // runs s8 operands (sm90/configs.def TESSERA_SM90_S8; the fallback in int32)
 };
 
 const std::vector<Config>& configs();
@@ -75,6 +76,9 @@ struct HeuristicInput {
   // (twice the elements), as the configs' BK does, so k-tiles and bytes come out right.
   bool f32 = false;
   bool f32x3 = false;  // 3xTF32: only the configs with Config::tf32x3
+  // s8 operands: only the configs with Config::s8, data-parallel (their int32 sums have no split-K
+  // or stream-K fix-up), with `k` in 16-bit steps (half the elements) as for fp32.
+  bool s8 = false;
 };
 
 // Decode shapes (a side of at most this many rows, both operands K-major) go to the skinny kernel

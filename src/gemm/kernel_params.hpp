@@ -6,7 +6,8 @@
 namespace tessera::gemm_impl {
 
 // Element type tags used as template arguments (see dtype.hpp for the mapping to C++ types).
-enum DTypeTag : int { kF16 = 0, kBF16 = 1, kF32 = 2 };
+// kS8: int8 operands (int32 accumulators); kS32: their D, the exact sums.
+enum DTypeTag : int { kF16 = 0, kBF16 = 1, kF32 = 2, kS8 = 3, kS32 = 4 };
 
 // Element-wise activation applied last in the epilogue (values = the C ABI's tessera_activation_t).
 enum ActivationTag : int { kActNone = 0, kActRelu = 1, kActGelu = 2, kActGeluTanh = 3, kActSilu = 4 };
@@ -66,6 +67,13 @@ struct GemmParams {
   int64_t ldb = 0;
   int64_t batch_stride_b = 0;
   EpilogueParams epi;
+  // s8 operands with a dequantised D: the int32 sums times scale_m[m * scale_step] * scale_n[n *
+  // scale_step] (canonical row m, column n: the caller's scale_a and scale_b, swapped with the
+  // orientation) before the epilogue above; null when there are no scales. scale_step: 1 for
+  // row-wise vectors, 0 for one value each.
+  const float* scale_m = nullptr;
+  const float* scale_n = nullptr;
+  int scale_step = 0;
 };
 
 }  // namespace tessera::gemm_impl

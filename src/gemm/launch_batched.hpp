@@ -9,10 +9,12 @@ namespace tessera::gemm_impl {
 
 constexpr int kMaxGridBatch = 65535;
 
-inline int dtype_bytes(int dt) { return dt == kF32 ? 4 : 2; }
+constexpr int dtype_bytes(int dt) { return dt == kF32 || dt == kS32 ? 4 : dt == kS8 ? 1 : 2; }
 
+// `ab_dtype`: A's and B's DTypeTag (their batch strides count its elements).
 template <class LaunchOne>
-cudaError_t launch_batched(const GemmParams& p, LaunchOne&& launch_one, int ab_bytes = 2) {
+cudaError_t launch_batched(const GemmParams& p, int ab_dtype, LaunchOne&& launch_one) {
+  const int ab_bytes = dtype_bytes(ab_dtype);
   for (int first = 0; first < p.batch; first += kMaxGridBatch) {
     GemmParams q = p;
     q.batch = p.batch - first < kMaxGridBatch ? p.batch - first : kMaxGridBatch;

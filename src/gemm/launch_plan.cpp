@@ -35,16 +35,17 @@ ConfigChoice requested_config(const GemmArgs& args, const detail::Environment& e
 
 // K as the heuristic and the sm90 rows count it: the kernels' K (3xTF32 triples it, once the operands
 // are prepared) in 16-bit steps, since configs.def's BK counts 16-bit elements (a tf32 k-tile holds
-// BK / 2).
+// BK / 2, an s8 one 2 x BK).
 long long k_steps(const GemmPlan& plan, bool prepared) {
   const long long k = prepared ? plan.kernel_k : plan.params.k;
-  return plan.ab_dtype == kF32 ? 2 * k : k;
+  return plan.ab_dtype == kF32 ? 2 * k : plan.ab_dtype == kS8 ? (k + 1) / 2 : k;
 }
 
-std::string tf32_config_names(bool x3) {
+// The configs that run the operands of a call the 16-bit-only configs cannot (fp32, 3xTF32, s8).
+std::string config_names_with(bool Config::*has) {
   std::string s;
   for (const Config& c : configs())
-    if (x3 ? c.tf32x3 : c.tf32) s += (s.empty() ? "" : ", ") + std::string(c.name);
+    if (c.*has) s += (s.empty() ? "" : ", ") + std::string(c.name);
   return s;
 }
 
@@ -71,12 +72,15 @@ Status choose(const ConfigChoice& req, const GemmPlan& plan, const detail::Devic
                     cc,            dev.smem_optin, tma_ok,        flip};
   in.f32 = plan.ab_dtype == kF32;
   in.f32x3 = in.f32 && plan.a.split != kSplitNone;
-  in.skinny_ok = tma_ok && plan.a.k_major && plan.b.k_major && !in.f32;
+  in.s8 = plan.ab_dtype == kS8;
+  in.skinny_ok = tma_ok && plan.a.k_major && plan.b.k_major && !in.f32 && !in.s8;
   if (const Config* c = req.config) {
-    if ((in.f32 && !c->tf32) || (in.f32x3 && !c->tf32x3))
-      return fail(TESSERA_STATUS_NOT_SUPPORTED, std::string("config: '") + c->name + "' has no kernel for f32 operands (" +
-                                                    (in.f32x3 ? "tf32x3" : "tf32") + "); those with one: " +
-                                                    tf32_config_names(in.f32x3));
+    if ((in.f32 && !c->tf32) || (in.f32x3 && !c->tf32x3) || (in.s8 && !c->s8)) {
+      const char* what = in.s8 ? "s8 operands" : in.f32x3 ? "f32 operands (tf32x3)" : "f32 operands (tf32)";
+      bool Config::*has = in.s8 ? &Config::s8 : in.f32x3 ? &Config::tf32x3 : &Config::tf32;
+      return fail(TESSERA_STATUS_NOT_SUPPORTED, std::string("config: '") + c->name + "' has no kernel for " + what +
+                                                    "; those with one: " + config_names_with(has));
+    }
     if (cc < c->min_cc || cc > c->max_cc || c->smem_bytes > dev.smem_optin)
       return fail(TESSERA_STATUS_NOT_SUPPORTED, std::string("config: '") + c->name + "' needs sm_" +
                                                     std::to_string(c->min_cc) +
@@ -110,6 +114,7 @@ Status choose(const ConfigChoice& req, const GemmPlan& plan, const detail::Devic
   if (pick.config->kernel != Kernel::Fallback)
     if (const ConfigChoice tuned = tuned_config(plan, dev, tma_ok); tuned.config)
       if ((!tuned.flip || flip != 0) && (!in.f32 || tuned.config->tf32) && (!in.f32x3 || tuned.config->tf32x3) &&
+          (!in.s8 || tuned.config->s8) &&
           (tuned.config->kernel != Kernel::Skinny || skinny_runs(in, skinny::kMaxRows)))
         *out = {tuned.config, false, tuned.flip || (flip == 2 && tuned.config->flip)};
   return Status::success();
@@ -125,6 +130,7 @@ Status plan_sm90(const Config& cfg, const GemmPlan& plan, bool flip, const detai
   if (env.gemm_splits > 0 && !flip) dc = Decomposition{env.gemm_splits, false};
   if (env.gemm_streamk >= 0 && dc.splits == 1 && !flip) dc.stream_k = env.gemm_streamk == 1 && cfg.stream_k;
   if (budgeted) dc.stream_k = false;  // a stream-K owner waits for later workers: none may wait with a budget
+  if (plan.ab_dtype == kS8) dc = Decomposition{};  // int32 sums: the kernels have no split-K / stream-K fix-up for them
   while (dc.splits > 1 && splitk_bytes(cfg, p.m, p.n, p.batch, dc.splits) > room) --dc.splits;
 
   const int cluster = cfg.cluster_m * cfg.cluster_n;
@@ -251,7 +257,8 @@ Key key_of(const GemmArgs& a, const ConfigChoice& req, int device, size_t ws) {
   const bool use_c = a.beta != 0.0f;
   put(uint64_t(uint32_t(device)) | uint64_t(g_plan_epoch.load(std::memory_order_relaxed)) << 32);
   put(uint64_t(a.op_a) | uint64_t(a.op_b) << 8 | uint64_t(use_c) << 16 | uint64_t(a.bias_mode) << 24 |
-      uint64_t(aligned16(a.bias)) << 32 | uint64_t(a.activation) << 40 | uint64_t(a.precision) << 48);
+      uint64_t(aligned16(a.bias)) << 32 | uint64_t(a.activation) << 40 | uint64_t(a.precision) << 48 |
+      uint64_t(a.scale_mode) << 56);
   matrix(a.a);
   matrix(a.b);
   matrix(a.d);

@@ -16,7 +16,15 @@ static_assert(int(Activation::None) == kActNone && int(Activation::Relu) == kAct
                   int(Activation::Silu) == kActSilu,
               "tessera_activation_t and ActivationTag must agree");
 
-int tag_of(DType t) { return t == DType::F16 ? kF16 : t == DType::BF16 ? kBF16 : kF32; }
+int tag_of(DType t) {
+  switch (t) {
+    case DType::F16: return kF16;
+    case DType::BF16: return kBF16;
+    case DType::S8: return kS8;
+    case DType::S32: return kS32;
+    default: return kF32;
+  }
+}
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // op(X) as an (outer-extent x K) operand: `rows_are_k` says whether op(X)'s rows are the K mode
@@ -37,17 +45,19 @@ OperandPlan operand(const Matrix& x, Op op, bool rows_are_k, int64_t batch, bool
   p.batch_stride = broadcast ? 0 : x.batch_stride;
   p.padded_batches = broadcast ? 1 : batch;
   p.f32 = x.dtype == DType::F32;
+  p.s8 = x.dtype == DType::S8;
 
-  const int64_t vec = p.f32 ? 4 : 8;  // elements per 16 bytes
+  const int64_t elem = p.f32 ? 4 : p.s8 ? 1 : 2;
+  const int64_t vec = 16 / elem;  // elements per 16 bytes
   const int64_t contiguous = p.k_major ? p.k : p.rows;
   const int64_t outer = p.k_major ? p.rows : p.k;
   const bool base_ok = reinterpret_cast<uintptr_t>(x.ptr) % 16 == 0;
   p.aligned = p.k == 0 || (base_ok && p.ld % vec == 0 && contiguous % vec == 0 &&
-                           (broadcast || p.batch_stride % vec == 0) && (!p.f32 || (p.k_major && !split3)));
-  if (p.f32) {  // copied K-major: rows of segments x padded_k
-    p.padded_k = round_up(p.k, 4);
+                           (broadcast || p.batch_stride % vec == 0) && (!p.copies_k_major() || (p.k_major && !split3)));
+  if (p.copies_k_major()) {  // copied K-major: rows of segments x padded_k
+    p.padded_k = round_up(p.k, vec);
     p.padded_ld = (split3 ? 3 : 1) * p.padded_k;
-    p.pad_bytes = p.aligned ? 0 : size_t(round_up(p.padded_ld * p.rows * p.padded_batches * 4, 256));
+    p.pad_bytes = p.aligned ? 0 : size_t(round_up(p.padded_ld * p.rows * p.padded_batches * elem, 256));
   } else {
     p.padded_ld = round_up(contiguous, 8);
     p.pad_bytes = p.aligned ? 0 : size_t(round_up(p.padded_ld * outer * p.padded_batches * 2, 256));
@@ -90,7 +100,7 @@ GemmPlan make_plan(const GemmArgs& args, bool flip) {
   p.batch_stride_b = b.batch_stride;
 
   EpilogueParams& e = p.epi;
-  const int d_bytes = args.d.dtype == DType::F32 ? 4 : 2;
+  const int d_bytes = args.d.dtype == DType::F32 || args.d.dtype == DType::S32 ? 4 : 2;
   const int per16 = 16 / d_bytes;
   e.d = const_cast<void*>(args.d.ptr);
   e.ldd = args.d.ld;
@@ -132,6 +142,11 @@ GemmPlan make_plan(const GemmArgs& args, bool flip) {
                  e.batch_stride_bias % per16 == 0;
   }
   e.activation = int(args.activation);
+  if (args.scale_mode != ScaleMode::None) {  // the caller's scale_a follows op(A)'s rows through the swap
+    p.scale_m = plan.swapped ? args.scale_b : args.scale_a;
+    p.scale_n = plan.swapped ? args.scale_a : args.scale_b;
+    p.scale_step = args.scale_mode == ScaleMode::RowWise ? 1 : 0;
+  }
   return plan;
 }
 

@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstdint>
 #include <string>
+#include <tuple>
 
 #include "core/injective.hpp"
 #include "core/status.hpp"
@@ -15,13 +16,17 @@ namespace {
 
 using detail::invalid;
 
-bool valid_dtype(DType t) { return t == DType::F16 || t == DType::BF16 || t == DType::F32; }
-int64_t bytes_of(DType t) { return t == DType::F32 ? 4 : 2; }
+bool valid_dtype(DType t) {
+  return t == DType::F16 || t == DType::BF16 || t == DType::F32 || t == DType::S8 || t == DType::S32;
+}
+int64_t bytes_of(DType t) { return t == DType::F32 || t == DType::S32 ? 4 : t == DType::S8 ? 1 : 2; }
 const char* dtype_name(DType t) {
   switch (t) {
     case DType::F16: return "f16";
     case DType::BF16: return "bf16";
     case DType::F32: return "f32";
+    case DType::S8: return "s8";
+    case DType::S32: return "s32";
   }
   return "?";
 }
@@ -114,6 +119,59 @@ Status check_batch(const char* name, const Matrix& m, int64_t batch) {
   return Status::success();
 }
 
+// S8 operands, S32 D and the dequantisation scales (tessera_scale_mode_t). The scales' memory is
+// checked in validate() once M and N are known.
+Status check_integer_rules(const GemmArgs& args) {
+  const bool s8 = args.a.dtype == DType::S8;
+  if (args.a.dtype == DType::S32)
+    return invalid("a.dtype: s32 is an output type (D of s8 operands); a and b may be f16, bf16, f32 or s8");
+  if (args.d.dtype == DType::S8) return invalid("d.dtype: s8 is an operand type; D of s8 operands is s32, f16, bf16 or f32");
+  if (args.d.dtype == DType::S32 && !s8)
+    return invalid(std::string("d.dtype: s32 is the output of s8 operands; a and b are ") + dtype_name(args.a.dtype));
+  if (args.scale_mode != ScaleMode::None && args.scale_mode != ScaleMode::Tensor && args.scale_mode != ScaleMode::RowWise)
+    return invalid("scale_mode: must be none (0), tensor (1) or row-wise (2) (got " + std::to_string(int(args.scale_mode)) +
+                   ")");
+  if (args.scale_mode == ScaleMode::None) {
+    if (args.scale_a) return invalid("scale_a: must be null when scale_mode is none");
+    if (args.scale_b) return invalid("scale_b: must be null when scale_mode is none");
+  } else if (!s8) {
+    return invalid(std::string("scale_mode: scales dequantise s8 operands; a and b are ") + dtype_name(args.a.dtype));
+  }
+  if (args.d.dtype == DType::S32) {
+    if (args.scale_mode != ScaleMode::None)
+      return invalid("scale_mode: an s32 D takes the int32 sums as they are; dequantised output needs d.dtype f16, bf16 or f32");
+    if (args.alpha != 1.0f) return invalid("alpha: must be 1 for an s32 D (the exact int32 sums)");
+    if (args.beta != 0.0f) return invalid("beta: must be 0 for an s32 D (the exact int32 sums)");
+    if (args.bias_mode != BiasMode::None) return invalid("bias_mode: an s32 D takes no bias (dequantise to f16, bf16 or f32)");
+    if (args.activation != Activation::None)
+      return invalid("activation: an s32 D takes none (dequantise to f16, bf16 or f32)");
+  }
+  return Status::success();
+}
+
+// The scale vectors as 1 x length fp32 matrices (lengths from the scale mode).
+Status check_scales(const GemmArgs& args, int64_t m, int64_t n, int64_t batch) {
+  if (args.scale_mode == ScaleMode::None) return Status::success();
+  const bool rows = args.scale_mode == ScaleMode::RowWise;
+  for (auto [name, ptr, length, extent] :
+       {std::tuple<const char*, const float*, int64_t, const char*>{"scale_a", args.scale_a, rows ? m : 1, "M"},
+        {"scale_b", args.scale_b, rows ? n : 1, "N"}}) {
+    if (!ptr && length > 0)
+      return invalid(std::string(name) + ": null pointer with scale_mode " +
+                     (rows ? std::string("row-wise (") + extent + " = " + std::to_string(length) + " values)"
+                           : std::string("tensor (one value)")));
+    if (reinterpret_cast<uintptr_t>(ptr) % 4 != 0) return invalid(std::string(name) + ": not aligned to 4 bytes (fp32)");
+    Matrix v;
+    v.ptr = ptr;
+    v.dtype = DType::F32;
+    v.rows = 1;
+    v.cols = length;
+    v.ld = std::max<int64_t>(1, length);
+    if (overlaps(args.d, batch, v, 1)) return invalid(std::string(name) + ": overlaps d in memory");
+  }
+  return Status::success();
+}
+
 }  // namespace
 
 Status validate(const GemmArgs& args) {
@@ -159,6 +217,7 @@ Status validate(const GemmArgs& args) {
   if (use_c && args.c.dtype != args.d.dtype)
     return invalid(std::string("c.dtype: must equal d.dtype (") + dtype_name(args.d.dtype) + "), got " +
                    dtype_name(args.c.dtype));
+  if (Status s = check_integer_rules(args); !s.ok()) return s;
 
   // Shapes: op(A) is M x K, op(B) is K x N, C and D are M x N.
   const int64_t m = args.op_a == Op::N ? args.a.rows : args.a.cols;
@@ -218,6 +277,8 @@ Status validate(const GemmArgs& args) {
                      " bytes; the bias has d.dtype)");
     if (overlaps(args.d, batch, v, bias_batches)) return invalid("bias: overlaps d in memory");
   }
+
+  if (Status s = check_scales(args, m, n, batch); !s.ok()) return s;
 
   if (args.max_sms < 0)
     return invalid("max_sms: must be >= 0 (0 = every SM), got " + std::to_string(args.max_sms));

@@ -661,6 +661,34 @@ TEST(Memo, HeuristicAnswersDoNotDependOnWhatWasAskedBefore) {
 // fp32 operands go only to the rows compiled for tf32 (configs.def TESSERA_SM90_TF32 / _SM80_TF32),
 // with K counted in 16-bit steps; never to the skinny kernel; without TMA-ready operands or on Ampere
 // to the mma.sync tf32 rows.
+// s8 operands run on the s8 rows only (WGMMA on Hopper, mma.sync m16n8k32 elsewhere).
+TEST(Heuristic, S8OperandsTakeTheS8Rows) {
+  int s8_rows = 0;
+  for (const Config& c : configs()) s8_rows += c.s8 && c.kernel == Kernel::Sm90;
+  EXPECT_GE(s8_rows, 1);
+  EXPECT_TRUE(ti::fallback_config().s8);
+  EXPECT_FALSE(ti::skinny_config().s8);
+  for (auto [m, n, k] : std::vector<std::array<long long, 3>>{
+           {8192, 8192, 8192}, {4096, 4096, 4096}, {1024, 1024, 1024}, {128, 4096, 4096}, {16, 4096, 4096}, {1, 1, 1}}) {
+    HeuristicInput in{m, n, (k + 1) / 2, 1, kH100.sm_count, kH100.cc, kH100.smem_optin, true};
+    in.s8 = true;
+    in.skinny_ok = false;
+    const Config& c = select_config(in);
+    EXPECT_EQ(c.kernel, Kernel::Sm90) << m << "x" << n << "x" << k << ": " << c.name;
+    EXPECT_TRUE(c.s8) << c.name;
+    in.tma_ok = false;  // the mma.sync s8 rows (the plan falls back where the operands need a copy it cannot make)
+    EXPECT_EQ(select_config(in).kernel, Kernel::Sm80);
+    EXPECT_TRUE(select_config(in).s8);
+    HeuristicInput a100{m, n, (k + 1) / 2, 1, kA100.sm_count, kA100.cc, kA100.smem_optin, true};
+    a100.s8 = true;
+    EXPECT_EQ(select_config(a100).kernel, Kernel::Sm80);
+    EXPECT_TRUE(select_config(a100).s8) << select_config(a100).name;
+  }
+  HeuristicInput big{8192, 8192, 4096, 1, kH100.sm_count, kH100.cc, kH100.smem_optin, true};
+  big.s8 = true;
+  EXPECT_STREQ(select_config(big).name, kSm90Large);
+}
+
 TEST(Heuristic, F32OperandsTakeTheTf32Rows) {
   int tf32_rows = 0;
   for (const Config& c : configs()) tf32_rows += c.tf32 && c.kernel == Kernel::Sm90;

@@ -18,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "gemm/launch_batched.hpp"
 #include "gemm/plan.hpp"
 #include "tessera/tessera.hpp"
 
@@ -862,6 +863,94 @@ TEST(PlanF32, MNMajorOrRaggedOperandsAreCopiedKMajor) {
   EXPECT_FALSE(plan.b.k_major);  // as stored; the copy is K-major
   EXPECT_EQ(plan.kernel_k, 30);
   EXPECT_GE(plan.workspace_bytes, plan.a.pad_bytes + plan.b.pad_bytes);
+}
+
+// s8 operands: read K-major only (16-byte aligned, K a multiple of 16), else copied K-major with K
+// padded to 16; the scales follow the rows and columns through the swap.
+TEST(PlanS8, KMajorAlignedOperandsAreReadAsTheyAre) {
+  GemmArgs g = rr_args(64, 48, 32);
+  g.a.dtype = DType::S8;
+  g.b = tessera::dense(P(kB), DType::S8, 48, 32, Layout::RowMajor);
+  g.op_b = Op::T;
+  g.d.dtype = DType::S32;
+  const GemmPlan plan = checked_plan(g);
+  EXPECT_TRUE(plan.a.aligned && plan.a.k_major && plan.a.s8);
+  EXPECT_TRUE(plan.b.aligned && plan.b.k_major);
+  EXPECT_EQ(plan.workspace_bytes, 0u);
+  EXPECT_EQ(plan.ab_dtype, ti::kS8);
+  EXPECT_EQ(plan.params.epi.d_dtype, ti::kS32);
+  EXPECT_TRUE(plan.params.epi.d_vec);  // 48 int32 per row: 16-byte rows
+  EXPECT_FALSE(plan.flip_ok);
+  EXPECT_EQ(plan.params.scale_m, nullptr);
+}
+
+TEST(PlanS8, MNMajorOrRaggedOperandsAreCopiedKMajor) {
+  GemmArgs g = rr_args(64, 48, 40);  // B row-major K x N: N-major; K = 40 not a multiple of 16
+  g.a = tessera::dense(P(kA), DType::S8, 64, 40, Layout::RowMajor);
+  g.b = tessera::dense(P(kB), DType::S8, 40, 48, Layout::RowMajor);
+  g.d.dtype = DType::S32;
+  const GemmPlan plan = checked_plan(g);
+  for (const ti::OperandPlan* op : {&plan.a, &plan.b}) {
+    EXPECT_FALSE(op->aligned);
+    EXPECT_TRUE(op->kernel_k_major());
+    EXPECT_EQ(op->padded_k, 48);
+    EXPECT_EQ(op->padded_ld, 48);
+    EXPECT_EQ(op->pad_bytes, size_t(round_up(48 * op->rows, 256)));
+  }
+  EXPECT_FALSE(plan.b.k_major);  // as stored; the copy is K-major
+  EXPECT_EQ(plan.kernel_k, 40);
+  EXPECT_GE(plan.workspace_bytes, plan.a.pad_bytes + plan.b.pad_bytes);
+  // K-major but K = 40: still copied (a 16-byte TMA row stride needs K a multiple of 16).
+  g.b = tessera::dense(P(kB), DType::S8, 48, 40, Layout::RowMajor);
+  g.op_b = Op::T;
+  EXPECT_FALSE(checked_plan(g).b.aligned);
+}
+
+TEST(PlanS8, ScalesFollowTheOrientation) {
+  GemmArgs g = rr_args(64, 48, 32);
+  g.a.dtype = g.b.dtype = DType::S8;
+  g.d.dtype = DType::BF16;
+  const float* sa = reinterpret_cast<const float*>(uintptr_t(0x50000000));
+  const float* sb = reinterpret_cast<const float*>(uintptr_t(0x60000000));
+  g.scale_a = sa, g.scale_b = sb;
+  g.scale_mode = tessera::ScaleMode::RowWise;
+  GemmPlan plan = checked_plan(g);
+  EXPECT_EQ(plan.params.scale_m, sa);
+  EXPECT_EQ(plan.params.scale_n, sb);
+  EXPECT_EQ(plan.params.scale_step, 1);
+  g.d = tessera::dense(P(kD), DType::BF16, 64, 48, Layout::ColMajor);  // computed as D^T: roles swap
+  plan = checked_plan(g);
+  EXPECT_TRUE(plan.swapped);
+  EXPECT_EQ(plan.params.scale_m, sb);
+  EXPECT_EQ(plan.params.scale_n, sa);
+  g.scale_mode = tessera::ScaleMode::Tensor;
+  EXPECT_EQ(checked_plan(g).params.scale_step, 0);
+}
+
+// Batches past one grid's 65535 run in chunks whose pointers advance by the chunk's first batch, in
+// bytes of each matrix's own element type (s8 operands 1, fp32 4, an s32 D 4).
+TEST(LaunchBatched, ChunksAdvanceByEachMatrixsElementBytes) {
+  for (auto [ab, ab_bytes, d, d_bytes] : std::vector<std::tuple<int, int, int, int>>{
+           {ti::kS8, 1, ti::kS32, 4}, {ti::kF32, 4, ti::kBF16, 2}, {ti::kBF16, 2, ti::kF32, 4}, {ti::kF16, 2, ti::kF16, 2}}) {
+    ti::GemmParams p;
+    p.batch = 2 * ti::kMaxGridBatch + 3;
+    p.a = reinterpret_cast<const void*>(uintptr_t(1) << 40);
+    p.b = reinterpret_cast<const void*>(uintptr_t(2) << 40);
+    p.epi.d = reinterpret_cast<void*>(uintptr_t(3) << 40);
+    p.batch_stride_a = 100, p.batch_stride_b = 0, p.epi.batch_stride_d = 10;
+    p.epi.d_dtype = d;
+    std::vector<ti::GemmParams> chunks;
+    EXPECT_EQ(ti::launch_batched(p, ab, [&](const ti::GemmParams& q) { chunks.push_back(q); return cudaSuccess; }),
+              cudaSuccess);
+    ASSERT_EQ(chunks.size(), 3u);
+    for (int i = 0; i < 3; ++i) {
+      const int64_t first = int64_t(i) * ti::kMaxGridBatch;
+      EXPECT_EQ(chunks[i].batch, i < 2 ? ti::kMaxGridBatch : 3);
+      EXPECT_EQ(uintptr_t(chunks[i].a) - uintptr_t(p.a), uintptr_t(first * 100 * ab_bytes)) << ab;
+      EXPECT_EQ(chunks[i].b, p.b);  // broadcast
+      EXPECT_EQ(uintptr_t(chunks[i].epi.d) - uintptr_t(p.epi.d), uintptr_t(first * 10 * d_bytes)) << d;
+    }
+  }
 }
 
 TEST(PlanF32, Tf32x3SplitsBothOperandsIntoThreeKRanges) {

@@ -244,6 +244,24 @@ TEST(Swizzle, AtomKMajorTf32HasThe16BitBytes) {
   check_tf32_atom_bytes<64>();
 }
 
+// The s8 atom likewise: element (r, k) sits at the byte where the 16-bit atom keeps the byte k of
+// row r (byte k of 16-bit element k / 2), so the 16-bit bank proofs hold for s8 too.
+template <int BK>
+void check_s8_atom_bytes() {
+  SCOPED_TRACE(BK);
+  const auto b = sm80::SmemAtom<true, BK, 1>{};
+  const auto h = sm80::SmemAtom<true, BK>{};
+  EXPECT_EQ(int(size<0>(b)), 8);
+  EXPECT_EQ(int(size<1>(b)), 2 * BK);
+  for (int r = 0; r < 8; ++r)
+    for (int k = 0; k < 2 * BK; ++k) EXPECT_EQ(int(b(r, k)), 2 * int(h(r, k / 2)) + k % 2) << r << "," << k;
+}
+
+TEST(Swizzle, AtomKMajorS8HasThe16BitBytes) {
+  check_s8_atom_bytes<32>();
+  check_s8_atom_bytes<64>();
+}
+
 TEST(Swizzle, AtomMNMajor) {
   check_atom<sm80::SmemAtom<false, 32>>(false, 128, "SmemAtom<MN-major, 32>: Swizzle<3,3,3> o (64,8):(1,64)");
   check_atom<sm80::SmemAtom<false, 64>>(false, 128, "SmemAtom<MN-major, 64>");

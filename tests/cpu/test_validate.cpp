@@ -29,13 +29,15 @@ using tessera::Layout;
 using tessera::Matrix;
 using tessera::Op;
 using tessera::Precision;
+using tessera::ScaleMode;
 using tessera::Status;
 
 const void* P(uintptr_t x) { return reinterpret_cast<const void*>(x); }
 
 // Far apart (1 TiB) so that even the huge matrices below do not overlap by accident.
 constexpr uintptr_t kA = uintptr_t(1) << 40, kB = uintptr_t(2) << 40, kC = uintptr_t(3) << 40,
-                    kD = uintptr_t(4) << 40, kW = uintptr_t(5) << 40;
+                    kD = uintptr_t(4) << 40, kW = uintptr_t(5) << 40, kScaleA = uintptr_t(6) << 40,
+                    kScaleB = uintptr_t(7) << 40;
 constexpr int64_t kM = 64, kN = 48, kK = 32;
 
 // D (64 x 48, f32, row-major) = A (64 x 32, f16, row-major) * B (32 x 48, f16, row-major); C is set
@@ -287,6 +289,84 @@ TEST(Validate, F32OperandsAndPrecision) {
   expect_valid(g);
   g.a.dtype = DType::F32;  // mixed operand dtypes
   expect_invalid(g, "b.dtype");
+}
+
+// s8 operands: an s32 D takes the exact sums (no alpha, beta, bias, activation or scales); a 16-bit
+// or f32 D takes them dequantised, with scales per tensor or row-wise.
+TEST(Validate, S8OperandsS32OutputAndScales) {
+  GemmArgs g = valid_args();  // M = kM, N = kN
+  g.a.dtype = g.b.dtype = DType::S8;
+  g.d.dtype = DType::S32;
+  expect_valid(g);
+  g.alpha = 2.0f;
+  expect_invalid(g, "alpha");
+  g.alpha = 1.0f;
+  g.beta = 1.0f;
+  g.c.dtype = DType::S32;
+  expect_invalid(g, "beta");
+  g.beta = 0.0f;
+  g.activation = tessera::Activation::Relu;
+  expect_invalid(g, "activation");
+  g.activation = tessera::Activation::None;
+  g.bias_mode = tessera::BiasMode::PerColumn;
+  g.bias = P(kW);
+  expect_invalid(g, "bias_mode");
+  g.bias_mode = tessera::BiasMode::None;
+  g.bias = nullptr;
+  const float* sa = reinterpret_cast<const float*>(kScaleA);
+  const float* sb = reinterpret_cast<const float*>(kScaleB);
+  g.scale_a = sa;
+  expect_invalid(g, "scale_a: must be null");
+  g.scale_mode = ScaleMode::Tensor;
+  g.scale_b = sb;
+  expect_invalid(g, "s32 D takes the int32 sums");  // scales need a float D
+  for (DType out : {DType::F16, DType::BF16, DType::F32}) {
+    g.d.dtype = out;
+    g.scale_mode = ScaleMode::Tensor;
+    expect_valid(g);
+    g.scale_mode = ScaleMode::RowWise;
+    expect_valid(g);
+    g.activation = tessera::Activation::Gelu;
+    g.alpha = 0.5f;
+    expect_valid(g);
+    g.activation = tessera::Activation::None;
+    g.alpha = 1.0f;
+  }
+  g.scale_b = nullptr;
+  expect_invalid(g, "scale_b: null pointer with scale_mode row-wise (N = ");
+  g.scale_b = reinterpret_cast<const float*>(kScaleB + 2);
+  expect_invalid(g, "scale_b: not aligned");
+  g.scale_b = sb;
+  g.scale_mode = ScaleMode(9);
+  expect_invalid(g, "scale_mode: must be none (0), tensor (1) or row-wise (2)");
+  g.scale_mode = ScaleMode::Tensor;
+  g.scale_a = reinterpret_cast<const float*>(kD);  // on D
+  expect_invalid(g, "scale_a: overlaps d");
+  g.scale_a = sa;
+  expect_valid(g);
+  // Unscaled s8 with a float D: the sums converted, alpha applied.
+  g.scale_mode = ScaleMode::None;
+  g.scale_a = g.scale_b = nullptr;
+  expect_valid(g);
+  // Types that do not pair.
+  g.d.dtype = DType::S8;
+  expect_invalid(g, "d.dtype: s8 is an operand type");
+  g.d.dtype = DType::S32;
+  g.a.dtype = g.b.dtype = DType::BF16;
+  expect_invalid(g, "d.dtype: s32 is the output of s8 operands");
+  g.d.dtype = DType::BF16;
+  g.scale_mode = ScaleMode::Tensor;
+  g.scale_a = sa, g.scale_b = sb;
+  expect_invalid(g, "scale_mode: scales dequantise s8 operands");
+  g.scale_mode = ScaleMode::None;
+  g.scale_a = g.scale_b = nullptr;
+  g.a.dtype = g.b.dtype = DType::S32;
+  expect_invalid(g, "a.dtype: s32 is an output type");
+  g.a.dtype = DType::S8;
+  expect_invalid(g, "b.dtype");  // mixed operand dtypes
+  g.b.dtype = DType::S8;
+  g.precision = Precision::TF32;
+  expect_invalid(g, "precision");
 }
 
 TEST(Validate, BDtypeMustEqualADtype) {

@@ -182,4 +182,33 @@ __device__ __forceinline__ void epilogue_row8(const EpilogueParams& p, int l, in
   }
 }
 
+// The int32 sums of s8 operands, 8 consecutive of one row: an s32 D takes them as they are, any other
+// D gets them dequantised, float(sum) * scale_m * scale_n (GemmParams), through the fp32 epilogue
+// above. The caller checks m < M.
+template <bool kInlineActivation>
+__device__ __forceinline__ void epilogue_row8_s32(const GemmParams& p, int l, int m, int n0, int n_limit,
+                                                  const int (&sums)[8]) {
+  const EpilogueParams& e = p.epi;
+  if (e.d_dtype == kS32) {
+    int* d = static_cast<int*>(e.d) + l * e.batch_stride_d + int64_t(m) * e.ldd + n0;
+    if (n0 + 8 <= n_limit && e.d_vec) {
+      reinterpret_cast<int4*>(d)[0] = make_int4(sums[0], sums[1], sums[2], sums[3]);
+      reinterpret_cast<int4*>(d)[1] = make_int4(sums[4], sums[5], sums[6], sums[7]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        if (n0 + i < n_limit) d[i] = sums[i];
+    }
+    return;
+  }
+  const float row_scale = p.scale_m ? p.scale_m[int64_t(m) * p.scale_step] : 1.0f;
+  float v[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int n = p.scale_step ? (n0 + i < n_limit ? n0 + i : n0) : 0;  // clamped: a ragged edge reads in bounds
+    v[i] = float(sums[i]) * row_scale * (p.scale_n ? p.scale_n[n] : 1.0f);
+  }
+  epilogue_row8<kInlineActivation>(e, l, m, n0, n_limit, v);
+}
+
 }  // namespace tessera::gemm_impl

@@ -1,7 +1,7 @@
 // Kernels without CuTe for the cases the tensor-core kernels do not take directly:
 //  - pad_operand: copies an unaligned operand into the workspace with its contiguous extent
 //    padded (with zeros) to a multiple of 8 elements, so the fast kernels can read it;
-//  - prepare_f32: copies an fp32 operand K-major (and for 3xTF32 split) into the workspace;
+//  - prepare_f32 / prepare_s8: copy an fp32 (for 3xTF32 split) or s8 operand K-major into the workspace;
 //  - simt: a CUDA-core GEMM with element-wise loads for any alignment, used when the caller
 //    gave too little workspace for the padded copies.
 #pragma once
@@ -24,7 +24,11 @@ cudaError_t pad_operand(const void* src, int64_t ld, int64_t src_batch_stride, i
 cudaError_t prepare_f32(const float* src, int64_t ld, int64_t src_batch_stride, bool k_major, int64_t rows, int64_t k,
                         float* dst, int64_t padded_k, int split, int64_t batches, cudaStream_t stream);
 
-// Canonical GEMM with general operand majors (f16, bf16, or f32 in plain fp32 FMA).
+// s8 operand -> K-major dst of rows x padded_k per batch, zeros past k.
+cudaError_t prepare_s8(const int8_t* src, int64_t ld, int64_t src_batch_stride, bool k_major, int64_t rows, int64_t k,
+                       int8_t* dst, int64_t padded_k, int64_t batches, cudaStream_t stream);
+
+// Canonical GEMM with general operand majors (f16, bf16, or f32 in plain fp32 FMA; s8 in int32).
 cudaError_t simt(int ab_dtype, bool a_k_major, bool b_k_major, const GemmParams& p, cudaStream_t stream);
 
 }  // namespace tessera::gemm_impl::fallback

@@ -31,7 +31,7 @@ cudaError_t launch_rows(const Operands& op, const EpilogueParams& epi, int batch
 }  // namespace
 
 cudaError_t run(int ab_dtype, const GemmParams& p, bool dependent_launch, cudaStream_t stream) {
-  return launch_batched(p, [&](const GemmParams& q) {
+  return launch_batched(p, ab_dtype, [&](const GemmParams& q) {
     const bool x_is_a = q.m <= q.n;
     Operands op;
     op.x = x_is_a ? q.a : q.b;

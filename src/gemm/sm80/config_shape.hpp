@@ -30,4 +30,18 @@ constexpr bool has_tf32(int id) {
   return false;
 }
 
+// Whether row `id` also compiles an s8 variant (configs.def TESSERA_SM80_S8).
+constexpr bool has_s8(int id) {
+  constexpr int rows[] = {
+#define TESSERA_SM80_CONFIG(...)
+#define TESSERA_SM80_S8(row, reason) row,
+#include "gemm/sm80/configs.def"
+#undef TESSERA_SM80_S8
+#undef TESSERA_SM80_CONFIG
+      -1};
+  for (int r : rows)
+    if (r == id) return true;
+  return false;
+}
+
 }  // namespace tessera::gemm_impl::sm80

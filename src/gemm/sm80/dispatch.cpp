@@ -13,6 +13,7 @@ struct Row {
   std::array<LaunchFn, 8> fn;  // [dt (F16, BF16)][a_k_major][b_k_major]
   int smem;
   LaunchFn tf32 = nullptr;     // fp32 operands, both K-major (configs.def TESSERA_SM80_TF32)
+  LaunchFn s8 = nullptr;       // s8 operands, both K-major (configs.def TESSERA_SM80_S8)
 };
 
 template <int Cfg>
@@ -27,6 +28,7 @@ constexpr Row row() {
          &launch<Cfg, kBF16, true, false>, &launch<Cfg, kBF16, true, true>},
         pipe > epi ? pipe : epi};
   if constexpr (has_tf32(Cfg)) r.tf32 = &launch<Cfg, kF32, true, true>;
+  if constexpr (has_s8(Cfg)) r.s8 = &launch<Cfg, kS8, true, true>;
   return r;
 }
 
@@ -47,6 +49,7 @@ const Row* find(int cfg) {
 cudaError_t run(int cfg, int dt, bool a_k_major, bool b_k_major, const GemmParams& p, cudaStream_t stream) {
   const Row* r = find(cfg);
   if (r && dt == kF32) return r->tf32 && a_k_major && b_k_major ? r->tf32(p, stream) : cudaErrorInvalidValue;
+  if (r && dt == kS8) return r->s8 && a_k_major && b_k_major ? r->s8(p, stream) : cudaErrorInvalidValue;
   if (!r || (dt != kF16 && dt != kBF16)) return cudaErrorInvalidValue;
   return r->fn[(dt == kBF16 ? 4 : 0) + (a_k_major ? 2 : 0) + (b_k_major ? 1 : 0)](p, stream);
 }

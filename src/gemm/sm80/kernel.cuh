@@ -37,6 +37,11 @@ template <> struct ElementOf<kF32> {
   using type = cute::tfloat32_t;
   using MmaOp = SM80_16x8x8_F32TF32TF32F32_TN;
 };
+// s8 operands (the seed's mma.sync m16n8k32): int32 accumulators, exact sums; K-major only.
+template <> struct ElementOf<kS8> {
+  using type = int8_t;
+  using MmaOp = SM80_16x8x32_S32S8S8S32_TN;
+};
 
 // Everything static about one kernel: tile, pipeline depth, warps, dtype and operand majors.
 template <int BM_, int BN_, int BK_, int Stages_, int WarpsM_, int WarpsN_, int DT, bool AKMajor_, bool BKMajor_>
@@ -48,7 +53,10 @@ struct Traits {
   static constexpr int kThreads = 32 * WarpsM * WarpsN;
   static constexpr bool AKMajor = AKMajor_, BKMajor = BKMajor_;
   static constexpr int kVec = 16 / int(sizeof(Element));  // elements per 16-byte cp.async
-  static constexpr int kMmaK = sizeof(Element) == 4 ? 8 : 16;  // K of one mma.sync
+  static constexpr int kMmaK = 32 / int(sizeof(Element));  // K of one mma.sync: 32 bytes of each row
+  // s8: int32 sums, staged as they are and handed to epilogue_row8_s32.
+  static constexpr bool kIntSums = std::is_same_v<Element, int8_t>;
+  using Accum = std::conditional_t<kIntSums, int32_t, float>;
 
   // Shared memory: (rows, BK, Stages) per operand; atoms and their swizzles in smem_layouts.hpp.
   using SmemLayoutA = decltype(tile_to_shape(SmemAtom<AKMajor, BK_, int(sizeof(Element))>{}, Shape<Int<BM>, Int<BK>, Int<Stages>>{}));
@@ -92,7 +100,7 @@ struct Traits {
   static constexpr int kSmemBytes = kPipeBytes > kEpiBytes ? kPipeBytes : kEpiBytes;
 
   static_assert(BM % (16 * WarpsM) == 0 && BN % (16 * WarpsN) == 0 && BK % kMmaK == 0, "tile vs MMA");
-  static_assert(sizeof(Element) == 2 || (AKMajor && BKMajor), "tf32: K-major operands only (ldmatrix of 32-bit pairs)");
+  static_assert(sizeof(Element) == 2 || (AKMajor && BKMajor), "tf32 and s8: K-major operands only (ldmatrix of 16-bit pairs)");
   static_assert((BM * BK / kVec) % kThreads == 0 && (BN * BK / kVec) % kThreads == 0, "copy tiling");
 };
 
@@ -139,7 +147,7 @@ __device__ __forceinline__ void gemm_tile(const GemmParams& p, int l, int tile_m
   auto thr_mma = mma.get_slice(tid);
   Tensor tCrA = thr_mma.partition_fragment_A(sA(_, _, 0));           // (MMA,MMA_M,MMA_K)
   Tensor tCrB = thr_mma.partition_fragment_B(sB(_, _, 0));           // (MMA,MMA_N,MMA_K)
-  Tensor tCrC = partition_fragment_C(mma, Shape<Int<BM>, Int<BN>>{});  // (MMA,MMA_M,MMA_N) fp32
+  Tensor tCrC = partition_fragment_C(mma, Shape<Int<BM>, Int<BN>>{});  // (MMA,MMA_M,MMA_N) fp32 (s8: int32)
   clear(tCrC);
 
   auto s2r_a = make_tiled_copy_A(typename T::SmemCopyAtomA{}, mma);
@@ -219,8 +227,9 @@ __device__ __forceinline__ void gemm_tile(const GemmParams& p, int l, int tile_m
     __syncthreads();  // the epilogue re-uses the pipeline's shared memory
   }
 
-  // Epilogue: accumulators -> smem (fp32) -> 8 consecutive outputs per thread per step.
-  float* stage = reinterpret_cast<float*>(smem);
+  // Epilogue: accumulators -> smem (fp32, or the int32 sums) -> 8 consecutive outputs per thread per step.
+  using Accum = typename T::Accum;
+  Accum* stage = reinterpret_cast<Accum*>(smem);
   Tensor sC = make_tensor(make_smem_ptr(stage),
                           make_layout(Shape<Int<BM>, Int<BN>>{}, Stride<Int<T::kStageLd>, _1>{}));  // (BM,BN)
   Tensor tCsC = thr_mma.partition_C(sC);  // (MMA,MMA_M,MMA_N)
@@ -240,10 +249,17 @@ __device__ __forceinline__ void gemm_tile(const GemmParams& p, int l, int tile_m
     const int m = tile_m * BM + r;
     const int n0 = tile_n * BN + c8;
     if (m < p.m && n0 < p.n) {
-      const float4* src = reinterpret_cast<const float4*>(stage + r * T::kStageLd + c8);
-      const float4 lo = src[0], hi = src[1];
-      float acc[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-      epilogue_row8<true>(p.epi, l, m, n0, p.n, acc);
+      if constexpr (T::kIntSums) {
+        const int4* src = reinterpret_cast<const int4*>(stage + r * T::kStageLd + c8);
+        const int4 lo = src[0], hi = src[1];
+        const int sums[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+        epilogue_row8_s32<true>(p, l, m, n0, p.n, sums);
+      } else {
+        const float4* src = reinterpret_cast<const float4*>(stage + r * T::kStageLd + c8);
+        const float4 lo = src[0], hi = src[1];
+        float acc[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+        epilogue_row8<true>(p.epi, l, m, n0, p.n, acc);
+      }
     }
   }
 }

@@ -30,7 +30,7 @@ cudaError_t launch(const GemmParams& p, cudaStream_t stream) {
   }
 
   const long long tiles = (long long)((p.m + S::BM - 1) / S::BM) * ((p.n + S::BN - 1) / S::BN);
-  return launch_batched(p, [&](const GemmParams& q) {
+  return launch_batched(p, DT, [&](const GemmParams& q) {
     kernel<<<dim3(unsigned(tiles), unsigned(q.batch)), T::kThreads, T::kSmemBytes, stream>>>(q);
     return cudaGetLastError();
   });

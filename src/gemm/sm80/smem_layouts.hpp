@@ -24,7 +24,8 @@ namespace tessera::gemm_impl::sm80 {
 // MN-major operand (64 MN-contiguous elements x 8 k): each k-row is one 128-byte line and
 //   ldmatrix.trans reads the same slot of 8 consecutive k-rows: Swizzle<3,3,3> XORs slot with k.
 // tf32 (4-byte elements) gets the same bytes: a 16-byte slot holds 4 elements (M = 2), so
-// Swizzle<B, 2, 3> XORs the same slot bits with the same row bits as Swizzle<B, 3, 3> does for 16-bit.
+// Swizzle<B, 2, 3> XORs the same slot bits with the same row bits as Swizzle<B, 3, 3> does for 16-bit;
+// s8 (16 elements a slot, M = 4) likewise with Swizzle<B, 4, 3>.
 // BK below counts 16-bit elements (configs.def), BK * 2 / ElemBytes of the operand's own.
 template <bool KMajor, int BK, int ElemBytes = 2>
 struct SmemAtomSelector;
@@ -53,6 +54,17 @@ template <>
 struct SmemAtomSelector<true, 64, 4> {  // 128-byte rows of 32 tf32
   using type = decltype(cute::composition(cute::Swizzle<3, 2, 3>{},
                                           cute::Layout<cute::Shape<cute::_8, cute::_32>, cute::Stride<cute::_32, cute::_1>>{}));
+};
+
+template <>
+struct SmemAtomSelector<true, 32, 1> {  // 64-byte rows of 64 s8
+  using type = decltype(cute::composition(cute::Swizzle<2, 4, 3>{},
+                                          cute::Layout<cute::Shape<cute::_8, cute::_64>, cute::Stride<cute::_64, cute::_1>>{}));
+};
+template <>
+struct SmemAtomSelector<true, 64, 1> {  // 128-byte rows of 128 s8
+  using type = decltype(cute::composition(cute::Swizzle<3, 4, 3>{},
+                                          cute::Layout<cute::Shape<cute::_8, cute::_128>, cute::Stride<cute::_128, cute::_1>>{}));
 };
 
 template <bool KMajor, int BK, int ElemBytes = 2>

@@ -34,6 +34,20 @@ constexpr bool has_tf32(int id) {
   return false;
 }
 
+// Whether row `id` also compiles an s8 variant (configs.def TESSERA_SM90_S8).
+constexpr bool has_s8(int id) {
+  constexpr int rows[] = {
+#define TESSERA_SM90_CONFIG(...)
+#define TESSERA_SM90_S8(row, reason) row,
+#include "gemm/sm90/configs.def"
+#undef TESSERA_SM90_S8
+#undef TESSERA_SM90_CONFIG
+      -1};
+  for (int r : rows)
+    if (r == id) return true;
+  return false;
+}
+
 // Consumer warpgroups of a configuration: one per 64 rows of the tile (cooperative) or two.
 constexpr int consumer_warpgroups(int bm, bool pingpong) { return pingpong ? 2 : bm / 64; }
 

@@ -16,6 +16,8 @@ struct Row {
   int smem;
   LaunchFn tf32 = nullptr;     // fp32 operands, both K-major (configs.def TESSERA_SM90_TF32)
   PrepareFn tf32_prepare = nullptr;
+  LaunchFn s8 = nullptr;       // s8 operands, both K-major (configs.def TESSERA_SM90_S8)
+  PrepareFn s8_prepare = nullptr;
 };
 
 template <int Cfg>
@@ -32,6 +34,10 @@ constexpr Row row() {
   if constexpr (has_tf32(Cfg)) {
     r.tf32 = &launch<Cfg, kF32, true, true>;
     r.tf32_prepare = &prepare<Cfg, kF32, true, true>;
+  }
+  if constexpr (has_s8(Cfg)) {
+    r.s8 = &launch<Cfg, kS8, true, true>;
+    r.s8_prepare = &prepare<Cfg, kS8, true, true>;
   }
   return r;
 }
@@ -56,6 +62,7 @@ int prepare(int cfg, int dt, bool a_k_major, bool b_k_major, int sm_count) {
   const Row* r = find(cfg);
   if (!r || sm_count <= 0) return -int(cudaErrorInvalidValue);
   if (dt == kF32) return r->tf32_prepare && a_k_major && b_k_major ? r->tf32_prepare(sm_count) : -int(cudaErrorInvalidValue);
+  if (dt == kS8) return r->s8_prepare && a_k_major && b_k_major ? r->s8_prepare(sm_count) : -int(cudaErrorInvalidValue);
   if (dt != kF16 && dt != kBF16) return -int(cudaErrorInvalidValue);
   return r->prepare[variant(dt, a_k_major, b_k_major)](sm_count);
 }
@@ -64,6 +71,7 @@ cudaError_t run(int cfg, int dt, bool a_k_major, bool b_k_major, const GemmParam
                 cudaStream_t stream) {
   const Row* r = find(cfg);
   if (dt == kF32) return r->tf32(p, l, stream);  // the plan ran prepare() for it: K-major, a tf32 row
+  if (dt == kS8) return r->s8(p, l, stream);      // likewise: K-major, an s8 row
   return r->fn[variant(dt, a_k_major, b_k_major)](p, l, stream);
 }
 

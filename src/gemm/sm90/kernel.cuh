@@ -50,6 +50,8 @@ template <> struct ElementOf<kF16> { using type = cute::half_t; };
 template <> struct ElementOf<kBF16> { using type = cute::bfloat16_t; };
 // fp32 operands on the tensor cores as tf32 (WGMMA reads the top 19 bits of each word); K-major only.
 template <> struct ElementOf<kF32> { using type = cute::tfloat32_t; };
+// s8 operands: int32 accumulators, exact sums; K-major only.
+template <> struct ElementOf<kS8> { using type = int8_t; };
 
 // Global operand (rows, K, batches) with the contiguous mode's unit stride static, as TMA wants.
 template <bool KMajor>
@@ -98,6 +100,10 @@ struct Traits {
   // D's type on the TMA-store paths, which only a 16-bit D of the operands' type takes
   // (epilogue_mode): a tf32 kernel's D always leaves through the fp32 staging.
   using DElement = std::conditional_t<sizeof(Element) == 2, Element, cute::half_t>;
+  // s8 operands sum into int32 accumulators (exact), which leave through the staging as their bits
+  // (acc_bits) to epilogue_row8_s32: no TMA-store, split-K or stream-K path is compiled for them.
+  static constexpr bool kIntSums = std::is_same_v<Element, int8_t>;
+  using Accum = std::conditional_t<kIntSums, int32_t, float>;
 
   // smem: 128-byte swizzle atoms (8 rows x 64 K-elements, or 64 MN-elements x 8 rows) tiled over
   // (rows, BK, Stages); the same layout describes the TMA box and the WGMMA descriptors.
@@ -116,7 +122,7 @@ struct Traits {
 
   // Consumers tiled along M; each issues 64 x BN x 16 WGMMAs with both operands from smem.
   using TiledMma = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<BN>, Int<BK>>,
+      GMMA::ss_op_selector<Element, Element, Accum, Shape<_64, Int<BN>, Int<BK>>,
                            AKMajor ? GMMA::Major::K : GMMA::Major::MN, BKMajor ? GMMA::Major::K : GMMA::Major::MN>(),
       Layout<Shape<Int<kTileWarpgroups>, _1, _1>>{}));
 
@@ -221,8 +227,8 @@ struct Traits {
   // Epilogue buffers per consumer warpgroup (config_shape.hpp): kEpiBuffers 16-bit 64 x 64 TMA-store
   // sub-tiles (two where shared memory allows: one is filled while the other's store reads it), the
   // same bytes as the fp32 staging below.
-  static constexpr int kEpiBuffers = epilogue_buffers(BM, BN, BK, Stages, Pingpong);
-  static constexpr int kEpiBytes = epilogue_bytes(BM, BN, BK, Stages, Pingpong);
+  static constexpr int kEpiBuffers = epilogue_buffers(BM, BN, BK_, Stages, Pingpong);
+  static constexpr int kEpiBytes = epilogue_bytes(BM, BN, BK_, Stages, Pingpong);
   // Epilogue staging: one 64 x kEpiN fp32 sub-tile per consumer warpgroup. Row stride kEpiN + 8
   // floats = 8 (mod 32) words, so the float2 stores of a quarter warp (4 rows) hit distinct banks.
   static constexpr int kEpiN = 32, kEpiLd = kEpiN + 8;
@@ -244,7 +250,8 @@ struct Traits {
   static_assert(!Pingpong || BM == 64, "ping-pong: each consumer warpgroup owns a whole 64-row tile");
   static_assert(kCluster <= 2 && ClusterM >= 1 && ClusterN >= 1, "clusters of 1 or 2 CTAs, along M or N");
   static_assert(BN % kEpiN == 0 && BK * sizeof(Element) % 128 == 0, "tile vs swizzle atom / epilogue sub-tile");
-  static_assert(sizeof(Element) == 2 || (AKMajor && BKMajor), "WGMMA reads 32-bit operands K-major only");
+  static_assert(sizeof(Element) == 2 || (AKMajor && BKMajor), "WGMMA reads 32-bit and 8-bit operands K-major only");
+  static_assert(!kIntSums || !kOneTile, "int32 sums leave through the staging: no one-tile kernel");
   static_assert(BN % kStoreN == 0 && kStoreN % 16 == 0 &&
                     (!kFlip || cosize_v<SmemLayoutDT> * sizeof(DElement) <= kEpiBytes) &&
                     kEpiBuffers * cosize_v<SmemLayoutD> * sizeof(DElement) <= kEpiBytes &&
@@ -377,6 +384,10 @@ CUTE_DEVICE float2 unpack_pair(uint32_t pair) {
   if constexpr (std::is_same_v<Element, cute::bfloat16_t>) return make_float2(__uint_as_float(pair << 16), __uint_as_float(pair & 0xffff0000u));
   else return __half22float2(*reinterpret_cast<const __half2*>(&pair));
 }
+
+// An accumulator as the fp32 staging carries it: fp32 as it is, an int32 sum as its bits.
+CUTE_DEVICE float acc_bits(float x) { return x; }
+CUTE_DEVICE float acc_bits(int32_t x) { return __int_as_float(x); }
 
 // The one-tile kernel's tile (Traits::kOneTile): the grid is (tiles_nc * cluster, tiles_mc, batches),
 // the cluster along x, so the block index is the tile: no walk, no divisions by launch constants.
@@ -622,7 +633,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   Tensor tCsB = thr_mma.partition_B(sB);                               // (MMA,MMA_N,MMA_K,PIPE)
   Tensor tCrA = thr_mma.make_fragment_A(tCsA);                         // smem descriptors
   Tensor tCrB = thr_mma.make_fragment_B(tCsB);
-  Tensor acc = partition_fragment_C(mma, Shape<Int<BM>, Int<BN>>{});  // (MMA,MMA_M,MMA_N) fp32
+  Tensor acc = partition_fragment_C(mma, Shape<Int<BM>, Int<BN>>{});  // (MMA,MMA_M,MMA_N) fp32 (s8: int32)
   static_assert(decltype(size(acc))::value == BN / 2, "one 64 x BN WGMMA accumulator per thread");
 
   // WGMMA accumulator layout of a 64 x BN warpgroup tile: thread (warp w, lane) holds rows
@@ -740,7 +751,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     TESSERA_SM90_PROBE_ITEM_KTILES(k_count)
 
     // Stream-K: a share's partial goes out, or the owner folds the later shares' partials in.
-    if (!kOneTile && supports_stream_k(BM, T::Pingpong) && (sk_publisher || sk_owner) &&
+    if (!kOneTile && !T::kIntSums && supports_stream_k(BM, T::Pingpong) && (sk_publisher || sk_owner) &&
         stream_k_fixup(p, w, sk_publisher, acc, ttid, tile_barrier, cta_rank))
       continue;  // a publisher's share: its partial is out, the owner writes the tile
 
@@ -764,10 +775,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
           CUTE_UNROLL
           for (int h = 0; h < 2; ++h) {
             const int r = 16 * wg_warp + lane / 4 + 8 * h, col = 8 * jj + 2 * (lane % 4);
-            *reinterpret_cast<float2*>(epi + r * kLd + col) = make_float2(acc(4 * j + 2 * h), acc(4 * j + 2 * h + 1));
+            *reinterpret_cast<float2*>(epi + r * kLd + col) =
+                make_float2(acc_bits(acc(4 * j + 2 * h)), acc_bits(acc(4 * j + 2 * h + 1)));
             // Three warpgroups (152 registers): the WGMMAs keep every accumulator live across the
             // persistent loop; zeroing the staged ones frees their registers for `emit`.
-            if constexpr (T::kConsumers == 3) acc(4 * j + 2 * h) = acc(4 * j + 2 * h + 1) = 0.0f;
+            if constexpr (T::kConsumers == 3) acc(4 * j + 2 * h) = acc(4 * j + 2 * h + 1) = 0;
           }
         }
         cutlass::arch::NamedBarrier::arrive_and_wait(128, epi_barrier);
@@ -785,10 +797,20 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     };
     auto store = [&](int row, int col, float (&v)[8]) {
       const int m = c.m * BM + row, n0 = c.n * BN + col;
-      if (m < g.m && n0 < g.n) epilogue_row8<false>(g.epi, c.l, m, n0, g.n, v);
+      if (m >= g.m || n0 >= g.n) return;
+      if constexpr (T::kIntSums) {
+        int sums[8];
+        CUTE_UNROLL
+        for (int i = 0; i < 8; ++i) sums[i] = __float_as_int(v[i]);
+        epilogue_row8_s32<false>(g, c.l, m, n0, g.n, sums);
+      } else {
+        epilogue_row8<false>(g.epi, c.l, m, n0, g.n, v);
+      }
     };
-
-    if (kOneTile || p.epi_mode != kEpiStaged) {
+    if constexpr (T::kIntSums) {  // data-parallel, through the staging (the plan decides nothing else)
+      staged(store);
+      continue;
+    } else if (kOneTile || p.epi_mode != kEpiStaged) {
       // Per 64 x kStoreN sub-tile, in buffer sub % kEpiBuffers: wait until the TMA store that last
       // read that buffer is done (the previous tile's last stores drain under this tile's mainloop;
       // with two buffers the previous sub-tile's store runs while this one is written), write the

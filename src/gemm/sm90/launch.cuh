@@ -21,10 +21,10 @@ using TraitsOf = Traits<ConfigShape<Cfg>::BM, ConfigShape<Cfg>::BN, ConfigShape<
                         ConfigShape<Cfg>::ClusterM, ConfigShape<Cfg>::ClusterN, ConfigShape<Cfg>::Pingpong, DT, AKMajor,
                         BKMajor, OneTile>;
 // The row's one-tile kernel (config_shape.hpp), which runs only the TMA-store epilogue of a 16-bit D
-// of the operands' type: none for tf32 rows.
+// of the operands' type: none for tf32 and s8 rows.
 template <int Cfg, int DT>
 constexpr bool has_one_tile() {
-  return DT != kF32 && supports_one_tile(ConfigShape<Cfg>::BM, ConfigShape<Cfg>::BN, ConfigShape<Cfg>::Pingpong);
+  return (DT == kF16 || DT == kBF16) && supports_one_tile(ConfigShape<Cfg>::BM, ConfigShape<Cfg>::BN, ConfigShape<Cfg>::Pingpong);
 }
 template <class X>
 struct TypeTag {
@@ -162,7 +162,7 @@ cudaError_t launch(const GemmParams& p, const Launch& l, cudaStream_t stream) {
   cfg.attrs = attrs;
   cfg.numAttrs = l.dependent_launch ? 2 : 1;
 
-  return launch_batched(p, [&](const GemmParams& q) {
+  return launch_batched(p, DT, [&](const GemmParams& q) {
     Grid g;
     grid_of(kShape, q.m, q.n, q.k, q.batch, l.splits, l.stream_k, l.clusters, &g);  // the plan checked it
     auto go = [&](auto kernel_tag) {
