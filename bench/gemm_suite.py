@@ -44,9 +44,10 @@ QUICK_SHAPES = [
 ]
 
 # Suite dtype name -> the binary's --dtype value, and its --out-dtype (the input's; fp32 for the fp32
-# operands of tf32 / 3xTF32, whose anchors are cuBLASLt's tf32 and fp32 compute types).
-DTYPES = {"bf16": "bf16", "fp16": "f16", "f16": "f16", "tf32": "tf32", "tf32x3": "tf32x3"}
-OUT_DTYPES = {"tf32": "f32", "tf32x3": "f32"}
+# operands of tf32 / 3xTF32, whose anchors are cuBLASLt's tf32 and fp32 compute types; s32 for int8,
+# the exact int32 sums against cuBLASLt's int8 GEMM (CUBLAS_COMPUTE_32I), verified bit for bit).
+DTYPES = {"bf16": "bf16", "fp16": "f16", "f16": "f16", "tf32": "tf32", "tf32x3": "tf32x3", "int8": "int8"}
+OUT_DTYPES = {"tf32": "f32", "tf32x3": "f32", "int8": "s32"}
 
 # Exit codes of the binary (tools/check.hpp).
 EXIT_VERIFY_FAILED, EXIT_TESSERA_ERROR, EXIT_NO_DEVICE = 1, 2, 3
@@ -163,7 +164,14 @@ def verify_cell(row):
     v = (row["result"] or {}).get("verify")
     if not v:
         return "-"
+    if v.get("exact"):  # an int32 D, compared bit for bit
+        return "PASS exact" if v["pass"] else f"FAIL {v.get('mismatches')} differ"
     return f"{'PASS' if v['pass'] else 'FAIL'} {fmt(v.get('rel_err'), '.1e')}"
+
+
+def unit(row):
+    """TFLOP/s, or TOPS for int8 (the binary's throughput_unit; its *_tflops fields hold either)."""
+    return ((row["result"] or {}).get("throughput_unit")) or "TFLOP/s"
 
 
 def batched(row):
@@ -177,7 +185,7 @@ def progress_line(index, total, row):
         return f"{head}  ERROR: {row['error']}  ({row['seconds']}s)"
     r = row["result"]
     return (f"{head}  {r['config']:<24} tessera {fmt(r.get('tessera_tflops'), '7.1f')}  "
-            f"cuBLAS {fmt(r.get('cublas_tflops'), '7.1f')} TFLOP/s  ratio {fmt(r.get('ratio'), '.3f')}"
+            f"cuBLAS {fmt(r.get('cublas_tflops'), '7.1f')} {unit(row)}  ratio {fmt(r.get('ratio'), '.3f')}"
             f"{' (batched)' if batched(row) else ''}  {verify_cell(row)}  ({row['seconds']}s)")
 
 
@@ -207,6 +215,17 @@ def markdown(meta, rows):
         "Shapes marked (b) ran in under 50 us and were timed as batches of back-to-back launches (both libraries "
         "alike). Ratio = tessera / cuBLAS. Verify: relative Frobenius error against a cuBLASLt fp32 reference.",
         "",
+    ]
+    if "int8" in meta["dtypes"]:
+        lines += [
+            "int8 rows: TOPS (2*M*N*K integer operations per second) in the TFLOP/s columns; D is the exact "
+            "int32 sums, verified bit for bit against int64 sums computed on the GPU; cuBLAS = cuBLASLt's int8 "
+            "GEMM (CUBLAS_COMPUTE_32I) on K-major operands; where K or M is not a multiple of 4 (7777) on "
+            "zero-padded copies (7808), whose extra work is not counted in its TOPS (the binary's "
+            "cublas_anchor field says what it ran).",
+            "",
+        ]
+    lines += [
         "| shape | dtype | layout | config | tessera TFLOP/s | cuBLAS TFLOP/s | ratio | verify |",
         "|---|---|---|---|---:|---:|---:|---|",
     ]
@@ -277,7 +296,7 @@ def parse_args(argv):
                    help="small subset: 4096^3, 8192^3, 7777^3, 128x4096x4096, 4096x28672x4096, 1000^3 (bf16 only "
                         "unless --dtypes)")
     p.add_argument("--dtypes", default=None,
-                   help="comma-separated from bf16, fp16, tf32, tf32x3 (default: bf16,fp16; --quick: bf16)")
+                   help="comma-separated from bf16, fp16, tf32, tf32x3, int8 (default: bf16,fp16; --quick: bf16)")
     p.add_argument("--out", default=str(ROOT / "bench" / "results"), help="output folder (default: %(default)s)")
     p.add_argument("--timeout", type=float, default=300, help="seconds per shape (default: %(default)s)")
     p.add_argument("--iters", type=int, default=20, help="timed samples per library (default: %(default)s)")
@@ -286,7 +305,7 @@ def parse_args(argv):
     dtypes = args.dtypes.split(",") if args.dtypes else (["bf16"] if args.quick else ["bf16", "fp16"])
     unknown = [d for d in dtypes if d not in DTYPES]
     if unknown:
-        p.error(f"--dtypes: unknown {', '.join(unknown)} (expected bf16, fp16, tf32, tf32x3)")
+        p.error(f"--dtypes: unknown {', '.join(unknown)} (expected bf16, fp16, tf32, tf32x3, int8)")
     args.dtypes = dtypes
     return args
 

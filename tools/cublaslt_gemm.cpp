@@ -16,6 +16,8 @@ cudaDataType cuda_type(DType t) {
     case DType::F16: return CUDA_R_16F;
     case DType::BF16: return CUDA_R_16BF;
     case DType::F32: return CUDA_R_32F;
+    case DType::S8: return CUDA_R_8I;
+    case DType::S32: return CUDA_R_32I;
   }
   throw CliError(kExitCudaError, "cuBLASLt: unknown dtype");
 }
@@ -33,7 +35,8 @@ cublasLtHandle_t create_handle() {
 
 LtPtr<cublasLtMatmulDesc_t> make_op(cublasOperation_t trans_a, cublasOperation_t trans_b, cublasComputeType_t compute) {
   cublasLtMatmulDesc_t raw = nullptr;
-  CLI_CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw, compute, CUDA_R_32F));
+  const cudaDataType scale = compute == CUBLAS_COMPUTE_32I ? CUDA_R_32I : CUDA_R_32F;
+  CLI_CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw, compute, scale));
   LtPtr<cublasLtMatmulDesc_t> op(raw, cublasLtMatmulDescDestroy);
   CLI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.get(), CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
   CLI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.get(), CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
@@ -61,7 +64,7 @@ LtPtr<cublasLtMatrixLayout_t> make_layout(const StoredMatrix& s, DType dtype) {
 LtHandle::LtHandle() : h_(create_handle(), cublasLtDestroy) {}
 
 LtGemm::LtGemm(cublasLtHandle_t handle, const GemmProblem& p, DType d_dtype, size_t workspace_bytes,
-               cublasComputeType_t compute)
+               cublasComputeType_t compute, bool required)
     : handle_(handle),
       op_(p.d.row_major ? make_op(cublas_op(p.op_b, true), cublas_op(p.op_a, true), compute)
                         : make_op(cublas_op(p.op_a, false), cublas_op(p.op_b, false), compute)),
@@ -71,7 +74,10 @@ LtGemm::LtGemm(cublasLtHandle_t handle, const GemmProblem& p, DType d_dtype, siz
       workspace_bytes_(workspace_bytes),
       alpha_(p.alpha),
       beta_(p.beta),
+      int_scale_(compute == CUBLAS_COMPUTE_32I),
       swap_ab_(p.d.row_major) {
+  if (int_scale_ && (p.alpha != 1.0f || p.beta != 0.0f))
+    throw CliError(kExitUsage, "cuBLASLt int8: the anchor runs with alpha 1 and beta 0");
   cublasLtMatmulPreference_t raw = nullptr;
   CLI_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw));
   LtPtr<cublasLtMatmulPreference_t> pref(raw, cublasLtMatmulPreferenceDestroy);
@@ -80,20 +86,27 @@ LtGemm::LtGemm(cublasLtHandle_t handle, const GemmProblem& p, DType d_dtype, siz
                                                         sizeof max_ws));
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
-  CLI_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, op_.get(), a_.get(), b_.get(), cd_.get(), cd_.get(),
-                                                  pref.get(), 1, &result, &returned));
-  if (returned == 0)
+  const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(handle_, op_.get(), a_.get(), b_.get(), cd_.get(),
+                                                          cd_.get(), pref.get(), 1, &result, &returned);
+  if (!required && s == CUBLAS_STATUS_NOT_SUPPORTED) return;  // found_ stays false
+  CLI_CUBLAS_CHECK(s);
+  if (returned == 0) {
+    if (!required) return;
     throw CliError(kExitCudaError, std::string("cuBLASLt: no algorithm for this problem (D ") + dtype_name(d_dtype) +
                                        ")");
+  }
   algo_ = result.algo;
+  found_ = true;
 }
 
 void LtGemm::run(const void* a, const void* b, const void* c, void* d, void* workspace, cudaStream_t stream) const {
   // With beta == 0 cuBLASLt does not read C, but it still wants a valid pointer: D is one.
+  if (!found_) throw CliError(kExitCudaError, "cuBLASLt: run() without an algorithm");
   const void* c_or_d = beta_ != 0.0f ? c : d;
-  CLI_CUBLAS_CHECK(cublasLtMatmul(handle_, op_.get(), &alpha_, swap_ab_ ? b : a, a_.get(), swap_ab_ ? a : b,
-                                  b_.get(), &beta_, c_or_d, cd_.get(), d, cd_.get(), &algo_, workspace,
-                                  workspace_bytes_, stream));
+  const void* alpha = int_scale_ ? static_cast<const void*>(&alpha_i_) : &alpha_;
+  const void* beta = int_scale_ ? static_cast<const void*>(&beta_i_) : &beta_;
+  CLI_CUBLAS_CHECK(cublasLtMatmul(handle_, op_.get(), alpha, swap_ab_ ? b : a, a_.get(), swap_ab_ ? a : b, b_.get(),
+                                  beta, c_or_d, cd_.get(), d, cd_.get(), &algo_, workspace, workspace_bytes_, stream));
 }
 
 }  // namespace tessera_cli

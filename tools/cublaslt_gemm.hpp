@@ -31,10 +31,14 @@ class LtHandle {
 class LtGemm {
  public:
   // Plans `p` with D (and C) of type `d_dtype`, algorithm = cuBLASLt's first heuristic choice for
-  // `workspace_bytes` of workspace. Throws if cuBLASLt has none.
-  // `compute`: CUBLAS_COMPUTE_32F, or CUBLAS_COMPUTE_32F_FAST_TF32 for the tf32 anchor of fp32 operands.
+  // `workspace_bytes` of workspace. Throws if cuBLASLt has none, unless `required` is false: then
+  // found() says whether it has one (run() needs one).
+  // `compute`: CUBLAS_COMPUTE_32F, or CUBLAS_COMPUTE_32F_FAST_TF32 for the tf32 anchor of fp32 operands,
+  // or CUBLAS_COMPUTE_32I for int8 operands (s8 A and B, s32 D, int32 alpha and beta, which must
+  // be 1 and 0 here; cuBLASLt's int8 kernels want both operands K-major: the "TN" layout).
   LtGemm(cublasLtHandle_t handle, const GemmProblem& p, tessera::DType d_dtype, size_t workspace_bytes,
-         cublasComputeType_t compute = CUBLAS_COMPUTE_32F);
+         cublasComputeType_t compute = CUBLAS_COMPUTE_32F, bool required = true);
+  bool found() const { return found_; }
 
   // Enqueues one GEMM. `c` is ignored when beta == 0. `workspace` holds at least the
   // `workspace_bytes` given to the constructor.
@@ -47,6 +51,9 @@ class LtGemm {
   cublasLtMatmulAlgo_t algo_{};
   size_t workspace_bytes_;
   float alpha_, beta_;
+  bool int_scale_;  // CUBLAS_COMPUTE_32I: alpha and beta are int32 (1 and 0)
+  int32_t alpha_i_ = 1, beta_i_ = 0;
+  bool found_ = false;
   // cuBLASLt is column-major. A row-major D (M x N) is the column-major D^T (N x M), computed as
   // D^T = op(B)^T op(A)^T: B goes in the A slot and A in the B slot, each with its op flipped.
   // This keeps every operand in the default COL order, which all cuBLASLt algorithms support.

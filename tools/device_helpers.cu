@@ -51,6 +51,19 @@ __global__ void fill_uniform_kernel(T* data, size_t n, uint64_t seed) {
   }
 }
 
+// Integers uniform in [-128, 127]: the hash's top byte.
+__global__ void fill_s8_kernel(int8_t* data, size_t n, uint64_t seed) {
+  for (size_t i = first_index(); i < n; i += grid_stride())
+    data[i] = int8_t(uint8_t(mix64(seed + 0x9E3779B97F4A7C15ull * (i + 1)) >> 56));
+}
+
+__global__ void fill_range_kernel(float* data, size_t n, float lo, float hi, uint64_t seed) {
+  for (size_t i = first_index(); i < n; i += grid_stride()) {
+    const float u = float(mix64(seed + 0x9E3779B97F4A7C15ull * (i + 1)) >> 40) * 0x1.0p-24f;  // [0, 1)
+    data[i] = lo + (hi - lo) * u;
+  }
+}
+
 template <class T>
 __global__ void convert_kernel(const T* src, float* dst, size_t n) {
   for (size_t i = first_index(); i < n; i += grid_stride()) dst[i] = to_float(src[i]);
@@ -125,6 +138,141 @@ __global__ void compare_kernel(const T* out, const float* ref, MatrixView v, Acc
   if (nonfinite) atomicAdd(&acc->nonfinite, nonfinite);  // rare: only a broken output has any
 }
 
+// ---- int8 ----------------------------------------------------------------------------------------
+
+// The reference sums: a 64 x 64 output tile per CTA of 16 x 16 threads (4 x 4 outputs each), K in
+// steps of 32 through shared memory as int32. A step's products sum exactly in int32 (at most
+// 32 * 2^14), the steps in int64. Operands are read with whichever of their modes is contiguous
+// fastest, so that the loads coalesce.
+constexpr int kRefTile = 64, kRefK = 32, kRefThreads = 256;
+
+__device__ __forceinline__ int64_t view_offset(const MatrixView& v, int64_t l, int64_t i, int64_t j) {
+  return l * v.batch_stride + (v.row_major ? i * v.ld + j : j * v.ld + i);
+}
+
+__global__ void __launch_bounds__(kRefThreads)
+    int8_sums_kernel(Int8Operand a, Int8Operand b, int64_t k, MatrixView v, int64_t batch0, int64_t* sums) {
+  __shared__ int sa[kRefK][kRefTile + 1];  // [k][row]; +1: the k-fastest stores spread over banks
+  __shared__ int sb[kRefK][kRefTile + 1];
+  const int64_t l = batch0 + blockIdx.z;
+  const int64_t i0 = int64_t(blockIdx.y) * kRefTile, j0 = int64_t(blockIdx.x) * kRefTile;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int8_t* pa = a.ptr + l * a.batch_stride;
+  const int8_t* pb = b.ptr + l * b.batch_stride;
+  const bool a_k_fast = a.stride_k == 1, b_k_fast = b.stride_k == 1;
+  long long acc[4][4] = {};
+  for (int64_t k0 = 0; k0 < k; k0 += kRefK) {
+    for (int e = threadIdx.x; e < kRefTile * kRefK; e += kRefThreads) {
+      int r = a_k_fast ? e / kRefK : e % kRefTile, kk = a_k_fast ? e % kRefK : e / kRefTile;
+      int64_t gr = i0 + r, gk = k0 + kk;
+      sa[kk][r] = gr < v.rows && gk < k ? int(pa[gr * a.stride_r + gk * a.stride_k]) : 0;
+      r = b_k_fast ? e / kRefK : e % kRefTile, kk = b_k_fast ? e % kRefK : e / kRefTile;
+      gr = j0 + r, gk = k0 + kk;
+      sb[kk][r] = gr < v.cols && gk < k ? int(pb[gr * b.stride_r + gk * b.stride_k]) : 0;
+    }
+    __syncthreads();
+    int part[4][4] = {};
+#pragma unroll 4
+    for (int kk = 0; kk < kRefK; ++kk) {
+      int av[4], bv[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) av[q] = sa[kk][ty + 16 * q], bv[q] = sb[kk][tx + 16 * q];
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+#pragma unroll
+        for (int p = 0; p < 4; ++p) part[q][p] += av[q] * bv[p];
+    }
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+#pragma unroll
+      for (int p = 0; p < 4; ++p) acc[q][p] += part[q][p];
+    __syncthreads();
+  }
+#pragma unroll
+  for (int q = 0; q < 4; ++q)
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      const int64_t i = i0 + ty + 16 * q, j = j0 + tx + 16 * p;
+      if (i < v.rows && j < v.cols) sums[view_offset(v, l, i, j)] = acc[q][p];
+    }
+}
+
+template <class T>
+__global__ void dequantise_kernel(const int64_t* sums, MatrixView v, float alpha, const float* scale_a,
+                                  const float* scale_b, int step, float beta, const T* c, float* ref) {
+  const int64_t inner = v.row_major ? v.cols : v.rows;
+  const int64_t per_batch = v.rows * v.cols;
+  const size_t total = size_t(per_batch) * size_t(v.batch);
+  for (size_t idx = first_index(); idx < total; idx += grid_stride()) {
+    const int64_t l = int64_t(idx) / per_batch, rem = int64_t(idx) - l * per_batch;
+    const int64_t o = rem / inner, in = rem - o * inner;
+    const int64_t row = v.row_major ? o : in, col = v.row_major ? in : o;
+    const int64_t off = l * v.batch_stride + o * v.ld + in;
+    double x = double(alpha) * double(sums[off]);
+    if (scale_a) x *= double(scale_a[row * step]);
+    if (scale_b) x *= double(scale_b[col * step]);
+    if (c) x += double(beta) * double(to_float(c[off]));
+    ref[off] = float(x);
+  }
+}
+
+struct ExactAccumulators {
+  double err_sq;
+  double ref_sq;
+  unsigned long long mismatches;
+  unsigned long long first;  // smallest logical index (batch, then row, then column) of a mismatch
+};
+
+__global__ void compare_exact_kernel(const int32_t* out, const int64_t* ref, MatrixView v, ExactAccumulators* acc) {
+  const int64_t inner = v.row_major ? v.cols : v.rows;
+  const int64_t per_batch = v.rows * v.cols;
+  const size_t total = size_t(per_batch) * size_t(v.batch);
+  double err_sq = 0, ref_sq = 0;
+  unsigned long long mismatches = 0, first = ~0ull;
+  for (size_t idx = first_index(); idx < total; idx += grid_stride()) {
+    const int64_t l = int64_t(idx) / per_batch, rem = int64_t(idx) - l * per_batch;
+    const int64_t o = rem / inner, in = rem - o * inner;
+    const int64_t off = l * v.batch_stride + o * v.ld + in;
+    const int64_t x = out[off], r = ref[off];
+    ref_sq += double(r) * double(r);
+    if (x != r) {
+      const double diff = double(x) - double(r);
+      err_sq += diff * diff;
+      ++mismatches;
+      const int64_t row = v.row_major ? o : in, col = v.row_major ? in : o;
+      first = min(first, (unsigned long long)(l * per_batch + row * v.cols + col));
+    }
+  }
+  using Reduce = cub::BlockReduce<double, kThreads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  const double block_err = Reduce(tmp).Sum(err_sq);
+  __syncthreads();
+  const double block_ref = Reduce(tmp).Sum(ref_sq);
+  if (threadIdx.x == 0) {
+    atomicAdd(&acc->err_sq, block_err);
+    atomicAdd(&acc->ref_sq, block_ref);
+  }
+  if (mismatches) {
+    atomicAdd(&acc->mismatches, mismatches);
+    atomicMin(&acc->first, first);
+  }
+}
+
+__global__ void copy_k_major_kernel(Int8Operand src, int64_t rows, int64_t k, int64_t batches, int8_t* dst,
+                                    int64_t dst_k, int64_t dst_ld, int64_t dst_batch_stride) {
+  // Walk the source's contiguous mode fastest (the reads coalesce; the copy runs once, untimed).
+  const bool k_fast = src.stride_k == 1;
+  const int64_t inner = k_fast ? dst_k : rows, outer = k_fast ? rows : dst_k;
+  const size_t total = size_t(inner) * size_t(outer) * size_t(batches);
+  for (size_t idx = first_index(); idx < total; idx += grid_stride()) {
+    const int64_t l = int64_t(idx) / (inner * outer), rem = int64_t(idx) - l * inner * outer;
+    const int64_t o = rem / inner, in = rem - o * inner;
+    const int64_t r = k_fast ? o : in, kk = k_fast ? in : o;
+    dst[l * dst_batch_stride + r * dst_ld + kk] =
+        kk < k ? src.ptr[l * src.batch_stride + r * src.stride_r + kk * src.stride_k] : int8_t(0);
+  }
+}
+
 // Calls f with a null pointer of the element type of `dtype`, to pick a kernel instantiation.
 template <class F>
 void dispatch(tessera::DType dtype, F&& f) {
@@ -132,14 +280,21 @@ void dispatch(tessera::DType dtype, F&& f) {
     case tessera::DType::F16: return f(static_cast<__half*>(nullptr));
     case tessera::DType::BF16: return f(static_cast<__nv_bfloat16*>(nullptr));
     case tessera::DType::F32: return f(static_cast<float*>(nullptr));
+    case tessera::DType::S8:
+    case tessera::DType::S32: break;  // the int8 helpers below name their types
   }
-  throw CliError(kExitCudaError, "device helpers: unknown dtype");
+  throw CliError(kExitCudaError, "device helpers: no floating-point kernel for this dtype");
 }
 
 }  // namespace
 
 void fill_uniform(void* data, tessera::DType dtype, size_t n, uint64_t seed, cudaStream_t stream) {
   if (n == 0) return;
+  if (dtype == tessera::DType::S8) {
+    fill_s8_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<int8_t*>(data), n, seed);
+    CLI_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
   dispatch(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     fill_uniform_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(data), n, seed);
@@ -185,6 +340,80 @@ CompareSums compare_to_reference(const void* out, tessera::DType dtype, const fl
   CLI_CUDA_CHECK(cudaMemcpyAsync(&host, acc, sizeof host, cudaMemcpyDeviceToHost, stream));
   CLI_CUDA_CHECK(cudaStreamSynchronize(stream));
   return CompareSums{host.err_sq, host.ref_sq, host.nonfinite};
+}
+
+void fill_uniform_range(float* data, size_t n, float lo, float hi, uint64_t seed, cudaStream_t stream) {
+  if (n == 0) return;
+  fill_range_kernel<<<blocks_for(n), kThreads, 0, stream>>>(data, n, lo, hi, seed);
+  CLI_CUDA_CHECK(cudaGetLastError());
+}
+
+void int8_reference_sums(const Int8Operand& a, const Int8Operand& b, int64_t k, const MatrixView& view,
+                         int64_t* sums, cudaStream_t stream) {
+  if (view.rows == 0 || view.cols == 0 || view.batch == 0) return;
+  const int64_t tiles_m = (view.rows + kRefTile - 1) / kRefTile, tiles_n = (view.cols + kRefTile - 1) / kRefTile;
+  if (tiles_m > 65535) throw CliError(kExitUsage, "int8 reference: M above 65535 * 64 rows");
+  constexpr int64_t kMaxZ = 65535;
+  for (int64_t l = 0; l < view.batch; l += kMaxZ) {
+    const dim3 grid(unsigned(tiles_n), unsigned(tiles_m), unsigned(std::min(kMaxZ, view.batch - l)));
+    int8_sums_kernel<<<grid, kRefThreads, 0, stream>>>(a, b, k, view, l, sums);
+    CLI_CUDA_CHECK(cudaGetLastError());
+  }
+}
+
+void dequantised_reference(const int64_t* sums, const MatrixView& view, float alpha, const float* scale_a,
+                           const float* scale_b, bool row_wise, float beta, const void* c, tessera::DType c_dtype,
+                           float* ref, cudaStream_t stream) {
+  const size_t total = size_t(view.rows) * size_t(view.cols) * size_t(view.batch);
+  if (total == 0) return;
+  dispatch(c ? c_dtype : tessera::DType::F32, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    dequantise_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(sums, view, alpha, scale_a, scale_b,
+                                                                     row_wise ? 1 : 0, beta, static_cast<const T*>(c),
+                                                                     ref);
+  });
+  CLI_CUDA_CHECK(cudaGetLastError());
+}
+
+ExactCompare compare_exact_s32(const int32_t* out, const int64_t* ref, const MatrixView& view, cudaStream_t stream) {
+  DeviceBuffer acc_buf(sizeof(ExactAccumulators));
+  auto* acc = acc_buf.as<ExactAccumulators>();
+  ExactAccumulators init{0.0, 0.0, 0ull, ~0ull};
+  CLI_CUDA_CHECK(cudaMemcpyAsync(acc, &init, sizeof init, cudaMemcpyHostToDevice, stream));
+  const size_t total = size_t(view.rows) * size_t(view.cols) * size_t(view.batch);
+  if (total > 0) {
+    compare_exact_kernel<<<blocks_for(total), kThreads, 0, stream>>>(out, ref, view, acc);
+    CLI_CUDA_CHECK(cudaGetLastError());
+  }
+  ExactAccumulators host{};
+  CLI_CUDA_CHECK(cudaMemcpyAsync(&host, acc, sizeof host, cudaMemcpyDeviceToHost, stream));
+  CLI_CUDA_CHECK(cudaStreamSynchronize(stream));
+  ExactCompare r;
+  r.mismatches = host.mismatches;
+  r.err_sq = host.err_sq;
+  r.ref_sq = host.ref_sq;
+  if (host.mismatches) {
+    const int64_t per_batch = view.rows * view.cols, first = int64_t(host.first);
+    r.first_batch = first / per_batch;
+    r.first_row = first % per_batch / view.cols;
+    r.first_col = first % view.cols;
+    const int64_t off = r.first_batch * view.batch_stride +
+                        (view.row_major ? r.first_row * view.ld + r.first_col : r.first_col * view.ld + r.first_row);
+    int32_t o = 0;
+    CLI_CUDA_CHECK(cudaMemcpy(&o, out + off, sizeof o, cudaMemcpyDeviceToHost));
+    CLI_CUDA_CHECK(cudaMemcpy(&r.first_ref, ref + off, sizeof r.first_ref, cudaMemcpyDeviceToHost));
+    r.first_out = o;
+  }
+  return r;
+}
+
+void copy_int8_k_major(const Int8Operand& src, int64_t rows, int64_t k, int64_t batches, int8_t* dst, int64_t dst_k,
+                       int64_t dst_ld, int64_t dst_batch_stride, cudaStream_t stream) {
+  const size_t total = size_t(rows) * size_t(dst_k) * size_t(batches);
+  if (total == 0) return;
+  copy_k_major_kernel<<<blocks_for(total), kThreads, 0, stream>>>(src, rows, k, batches, dst, dst_k, dst_ld,
+                                                                   dst_batch_stride);
+  CLI_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace tessera_cli

@@ -12,8 +12,12 @@
 namespace tessera_cli {
 
 // Fills n elements with values uniform in [-1, 1) from a counter-based hash of (seed, index), so
-// that the same seed gives the same data and different seeds independent data.
+// that the same seed gives the same data and different seeds independent data. S8: uniform integers
+// in [-128, 127].
 void fill_uniform(void* data, tessera::DType dtype, size_t n, uint64_t seed, cudaStream_t stream);
+
+// Fills n fp32 values uniform in [lo, hi) (the int8 scales: lo > 0), from the same hash.
+void fill_uniform_range(float* data, size_t n, float lo, float hi, uint64_t seed, cudaStream_t stream);
 
 // dst[i] = float(src[i]) for i < n.
 void convert_to_f32(const void* src, tessera::DType dtype, float* dst, size_t n, cudaStream_t stream);
@@ -30,6 +34,47 @@ struct MatrixView {
 // (of `dtype`; null = none) and the activation computed in fp32 the way tessera defines them.
 void apply_bias_activation(float* ref, const MatrixView& view, const void* bias, tessera::DType dtype, bool per_row,
                            int64_t bias_batch_stride, tessera::Activation activation, cudaStream_t stream);
+
+// ---- int8 operands -------------------------------------------------------------------------------
+
+// An int8 operand as rows x K: element (r, k) of batch l at ptr + l * batch_stride + r * stride_r +
+// k * stride_k. op(A) is M x K (r = i); op(B) is passed as its transpose, N x K (r = j).
+struct Int8Operand {
+  const int8_t* ptr = nullptr;
+  int64_t stride_r = 0, stride_k = 0, batch_stride = 0;
+};
+
+// The exact sums sum_k op(A)(i, k) op(B)(k, j) of every output, in int64 (no overflow at any K the
+// library takes), written laid out as `view` (D's layout; sums has room for D's elements).
+void int8_reference_sums(const Int8Operand& a, const Int8Operand& b, int64_t k, const MatrixView& view,
+                         int64_t* sums, cudaStream_t stream);
+
+// The dequantised reference before bias and activation, laid out as `view`:
+// ref = float(alpha * scale_a[i * step] * scale_b[j * step] * sum + beta * C) in fp64, with step 1
+// for row-wise scales and 0 for one value each; null scales count as 1, a null `c` as none (C has
+// `c_dtype` and D's layout).
+void dequantised_reference(const int64_t* sums, const MatrixView& view, float alpha, const float* scale_a,
+                           const float* scale_b, bool row_wise, float beta, const void* c, tessera::DType c_dtype,
+                           float* ref, cudaStream_t stream);
+
+struct ExactCompare {
+  uint64_t mismatches = 0;  // outputs that differ from the int64 reference (an unwritten one included)
+  double err_sq = 0;        // sum of (out - ref)^2
+  double ref_sq = 0;        // sum of ref^2
+  // The first mismatch in (batch, row, column) order, or -1s (for the message).
+  int64_t first_batch = -1, first_row = -1, first_col = -1;
+  int64_t first_out = 0, first_ref = 0;
+};
+
+// An int32 output against the int64 reference, both laid out as `view`, exactly. Synchronises.
+ExactCompare compare_exact_s32(const int32_t* out, const int64_t* ref, const MatrixView& view, cudaStream_t stream);
+
+// dst (rows x dst_k per batch, K-major with leading dimension dst_ld >= dst_k, batch stride
+// dst_batch_stride) = the operand `src` (Int8Operand layout, rows x k), zero past k (dst_k >= k), for
+// `batches` batches: the K-major copies cuBLASLt's int8 kernels need (both operands K-major, "TN",
+// and K a multiple of 4).
+void copy_int8_k_major(const Int8Operand& src, int64_t rows, int64_t k, int64_t batches, int8_t* dst, int64_t dst_k,
+                       int64_t dst_ld, int64_t dst_batch_stride, cudaStream_t stream);
 
 struct CompareSums {
   double err_sq = 0;           // sum over finite outputs of (out - ref)^2

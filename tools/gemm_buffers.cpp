@@ -1,6 +1,7 @@
 #include "gemm_buffers.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "device_helpers.hpp"
@@ -28,16 +29,30 @@ DeviceBuffer random_bias(const GemmProblem& p, uint64_t seed, int set_index, cud
   return buf;
 }
 
+// The int8 scales (--scales): positive, of about 1 / (128 K^(1/4)) each, so that scale_a * scale_b *
+// sum has a standard deviation of about 1/3 for operands uniform in [-128, 127] (the sum's is
+// sqrt(K) * 128^2 / sqrt(3)). Their own seed domain too (~seed, operands 1 and 2).
+DeviceBuffer random_scales(const GemmProblem& p, int64_t length, uint64_t seed, cudaStream_t stream) {
+  if (length == 0) return DeviceBuffer();
+  DeviceBuffer buf(size_t(length) * sizeof(float));
+  const float base = float(1.0 / (128.0 * std::pow(double(std::max<int64_t>(p.k, 1)), 0.25)));
+  fill_uniform_range(buf.as<float>(), size_t(length), 0.5f * base, 1.5f * base, seed, stream);
+  return buf;
+}
+
 }  // namespace
 
 InputSet::InputSet(const GemmProblem& p, uint64_t seed, int set_index, cudaStream_t stream)
     : a(random_buffer(p.a, buffer_seed(seed, set_index, 0), stream)),
       b(random_buffer(p.b, buffer_seed(seed, set_index, 1), stream)),
       c(p.has_c() ? random_buffer(p.d, buffer_seed(seed, set_index, 2), stream) : DeviceBuffer()),
-      bias(random_bias(p, seed, set_index, stream)) {}
+      bias(random_bias(p, seed, set_index, stream)),
+      scale_a(random_scales(p, p.scale_a_length(), buffer_seed(~seed, set_index, 1), stream)),
+      scale_b(random_scales(p, p.scale_b_length(), buffer_seed(~seed, set_index, 2), stream)) {}
 
 size_t InputSet::bytes_needed(const GemmProblem& p) {
-  return p.a.bytes() + p.b.bytes() + (p.has_c() ? p.d.bytes() : 0) + p.bias_elements() * dtype_bytes(p.d.dtype);
+  return p.a.bytes() + p.b.bytes() + (p.has_c() ? p.d.bytes() : 0) + p.bias_elements() * dtype_bytes(p.d.dtype) +
+         size_t(p.scale_a_length() + p.scale_b_length()) * sizeof(float);
 }
 
 GuardedBuffer::GuardedBuffer(size_t bytes) : storage_(bytes + 2 * kGuardBytes), bytes_(bytes) {}
@@ -48,8 +63,8 @@ void GuardedBuffer::fill_guards(cudaStream_t stream) {
   CLI_CUDA_CHECK(cudaMemsetAsync(base + kGuardBytes + bytes_, kGuardByte, kGuardBytes, stream));
 }
 
-void GuardedBuffer::poison(cudaStream_t stream) {
-  CLI_CUDA_CHECK(cudaMemsetAsync(data(), kPoisonByte, bytes_, stream));
+void GuardedBuffer::poison(cudaStream_t stream, unsigned char byte) {
+  CLI_CUDA_CHECK(cudaMemsetAsync(data(), byte, bytes_, stream));
 }
 
 bool GuardedBuffer::guards_intact(cudaStream_t stream) const {

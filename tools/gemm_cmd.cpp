@@ -1,10 +1,12 @@
 // `tessera gemm`: one GEMM through tessera; optionally checked against a cuBLASLt fp32 reference
-// (--verify) and timed against cuBLASLt on the same inputs (--compare cublas).
+// (--verify; int8 operands: exact int64 sums on the GPU) and timed against cuBLASLt on the same
+// inputs (--compare cublas; int8: cuBLASLt's int8 -> int32 GEMM).
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "args.hpp"
@@ -12,6 +14,7 @@
 #include "commands.hpp"
 #include "cublaslt_gemm.hpp"
 #include "cuda_raii.hpp"
+#include "device_helpers.hpp"
 #include "device_info.hpp"
 #include "gemm_buffers.hpp"
 #include "gemm_problem.hpp"
@@ -28,8 +31,10 @@ std::vector<OptionSpec> gemm_options() {
   std::vector<OptionSpec> specs = gemm_problem_options();
   const std::vector<OptionSpec> run_specs = {
       {"verify", "", "check D against a cuBLASLt fp32-output reference (bias and activation applied to it in fp32; "
-                     "poisoned D, guard bands); exit 1 on FAIL"},
-      {"compare", "LIB", "also time LIB on the same inputs; LIB = cublas (cuBLASLt)"},
+                     "poisoned D, guard bands); int8: against exact int64 sums computed on the GPU, an s32 D bit "
+                     "for bit, a dequantised D against their fp32 dequantisation; exit 1 on FAIL"},
+      {"compare", "LIB", "also time LIB on the same inputs; LIB = cublas (cuBLASLt; for int8 its int8 -> int32 GEMM "
+                         "on K-major operands, without the dequantisation)"},
   };
   specs.insert(specs.end(), run_specs.begin(), run_specs.end());
   const std::vector<OptionSpec> common = run_options();  // --iters, --warmup, --seed, --json, --help
@@ -67,6 +72,8 @@ struct GemmReport {
   std::optional<VerifyResult> verify;
   TimingResult tessera;
   std::optional<TimingResult> cublas;
+  std::string cublas_anchor;  // what cuBLASLt ran, where it is not the problem itself ("" = the same problem)
+  std::string cublas_note;    // why the ratio reads differently, or why cuBLASLt did not run
 
   std::optional<double> ratio() const {
     if (!cublas || tessera.median_ms <= 0) return std::nullopt;
@@ -86,18 +93,27 @@ void print_report(std::FILE* out, const GemmReport& r) {
                mib(r.set_bytes).c_str(), (unsigned long long)r.settings.seed);
   if (r.verify) {
     const VerifyResult& v = *r.verify;
-    std::fprintf(out, "verify    %s  rel_err %.3e (tol %.1e), %llu non-finite, guards %s\n", v.pass ? "PASS" : "FAIL",
-                 v.rel_err, v.tol, (unsigned long long)v.nonfinite, v.guards_ok ? "intact" : "OVERWRITTEN");
+    if (v.exact)
+      std::fprintf(out, "verify    %s  exact: %llu of %lld int32 sums differ from the int64 reference%s%s, guards %s\n",
+                   v.pass ? "PASS" : "FAIL", (unsigned long long)v.mismatches,
+                   (long long)(r.problem.m * r.problem.n * r.problem.batch),
+                   v.first_mismatch.empty() ? "" : ", first at ", v.first_mismatch.c_str(),
+                   v.guards_ok ? "intact" : "OVERWRITTEN");
+    else
+      std::fprintf(out, "verify    %s  rel_err %.3e (tol %.1e), %llu non-finite, guards %s\n", v.pass ? "PASS" : "FAIL",
+                   v.rel_err, v.tol, (unsigned long long)v.nonfinite, v.guards_ok ? "intact" : "OVERWRITTEN");
   }
   std::fprintf(out, "timing    median of %d samples after %d warm-up; %s\n", r.tessera.samples,
                r.settings.timing.warmup_samples, timing_mode_description(r.tessera.launches_per_sample).c_str());
   auto line = [&](const char* name, const TimingResult& t) {
-    std::fprintf(out, "%-9s %10.4f ms  %9.2f TFLOP/s  (min %.4f ms; host %.1f us/launch)\n", name, t.median_ms,
-                 tflops(flops, t.median_ms), t.min_ms, t.host_us_per_launch);
+    std::fprintf(out, "%-9s %10.4f ms  %9.2f %-7s  (min %.4f ms; host %.1f us/launch)\n", name, t.median_ms,
+                 tflops(flops, t.median_ms), r.problem.throughput_unit(), t.min_ms, t.host_us_per_launch);
   };
   line("tessera", r.tessera);
   if (r.cublas) line("cuBLASLt", *r.cublas);
-  if (r.cublas && (r.problem.has_bias() || r.problem.activation != tessera::Activation::None))
+  if (!r.cublas_anchor.empty()) std::fprintf(out, "anchor    %s\n", r.cublas_anchor.c_str());
+  if (!r.cublas_note.empty()) std::fprintf(out, "note      %s\n", r.cublas_note.c_str());
+  if (r.cublas && !r.problem.int8() && (r.problem.has_bias() || r.problem.activation != tessera::Activation::None))
     std::fprintf(out, "note      cuBLASLt is timed without the bias and activation (its GEMM with alpha, beta only)\n");
   if (auto ratio = r.ratio()) std::fprintf(out, "ratio     %.3f (tessera / cuBLASLt)\n", *ratio);
 }
@@ -118,12 +134,19 @@ void write_json(std::ostream& os, const GemmReport& r) {
     j.key("cublas_ms").null().key("cublas_tflops").null();
   }
   j.field("ratio", r.ratio());
+  j.key("cublas_anchor");
+  if (r.cublas_anchor.empty()) j.null(); else j.value(r.cublas_anchor);
+  j.key("cublas_note");
+  if (r.cublas_note.empty()) j.null(); else j.value(r.cublas_note);
   j.key("verify");
   if (r.verify) {
     const VerifyResult& v = *r.verify;
     j.begin_object();
     j.field("rel_err", v.rel_err).field("tol", v.tol).field("pass", v.pass);
     j.field("nonfinite", v.nonfinite).field("guards_ok", v.guards_ok);
+    j.field("exact", v.exact);
+    j.key("mismatches");
+    if (v.exact) j.value(v.mismatches); else j.null();
     j.end_object();
   } else {
     j.null();
@@ -145,6 +168,133 @@ void write_json(std::ostream& os, const GemmReport& r) {
   j.end_object();
 }
 
+// ---- the int8 anchor -----------------------------------------------------------------------------
+//
+// cuBLASLt's int8 GEMM, CUBLAS_COMPUTE_32I: s8 x s8 -> s32 with int32 alpha 1 and beta 0. Its fast
+// kernels take both operands K-major ("TN"), K and the rows of its D multiples of 4, aligned leading
+// dimensions (seen on an H200, CUDA 13.0: K = 7777 had no algorithm at all, "NN", "NT", "TT" ran ~10x
+// slower than "TN"). Where the problem is not so, cuBLASLt reads K-major copies made once before
+// timing, K and its D's rows zero-padded where needed (the same sums; the extra work is reported, not
+// counted in its TOPS); where D is not an int32 D with 16-byte aligned columns (rows), it writes to
+// an int32 D of its own. A dequantised D is not part of cuBLASLt's work, so the ratio is conservative
+// for tessera there.
+struct Int8Anchor {
+  GemmProblem problem;  // what cuBLASLt runs
+  bool copies = false;  // A and B are K-major copies (one per input set)
+  bool own_d = false;   // D is cuBLASLt's own (int32) buffer, not tessera's D
+  std::vector<DeviceBuffer> a_copies, b_copies;
+  DeviceBuffer d;
+  std::optional<LtGemm> gemm;
+
+  const void* a(size_t set, const InputSet& s) const { return copies ? a_copies[set].get() : s.a.get(); }
+  const void* b(size_t set, const InputSet& s) const { return copies ? b_copies[set].get() : s.b.get(); }
+};
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+bool k_major_aligned(const StoredMatrix& s, bool k_major) {
+  return k_major && s.ld % 16 == 0 && (s.broadcast() || s.batch_stride % 16 == 0);
+}
+
+// The K-major form of an operand as cuBLASLt reads it: K' x rows, column-major (each row of op(A),
+// or column of op(B), K' contiguous bytes).
+StoredMatrix k_major_copy(const StoredMatrix& src, int64_t k, int64_t rows) {
+  StoredMatrix s;
+  s.dtype = tessera::DType::S8;
+  s.rows = k;
+  s.cols = rows;
+  s.row_major = false;
+  s.ld = round_up(k, 16);
+  s.batch = src.batch;
+  s.batch_stride = src.broadcast() ? 0 : s.ld * rows;
+  return s;
+}
+
+// Plans the anchor (copies included); gemm stays empty, with the report's note saying why, where
+// cuBLASLt has no int8 algorithm for it.
+void plan_int8_anchor(Int8Anchor& x, const GemmProblem& p, const std::vector<InputSet>& sets, cublasLtHandle_t lt,
+                      size_t lt_workspace_bytes, cudaStream_t stream, GemmReport& report) {
+  GemmProblem q = p;
+  q.alpha = 1.0f;
+  q.beta = 0.0f;
+  q.bias_mode = tessera::BiasMode::None;
+  q.bias_batch_stride = 0;
+  q.activation = tessera::Activation::None;
+  q.scale_mode = tessera::ScaleMode::None;
+  q.config.clear();
+  // K, and cuBLASLt's m (the rows of its column-major D: M, or N for a row-major D), zero-padded where
+  // they are not multiples of 4, to multiples of 32: on an H200 (CUDA 13.0) M = K = 7777 had no
+  // algorithm, K = 7780 ran at 424 TOPS, 7792 at 1130 and M = K = 7808 at 1630.
+  auto pad = [](int64_t x) { return x % 4 != 0 ? round_up(x, 32) : x; };
+  if (p.d.row_major) q.n = pad(p.n);
+  else q.m = pad(p.m);
+  const bool a_k_major = (p.op_a == tessera::Op::T) != p.a.row_major;
+  const bool b_k_major = (p.op_b == tessera::Op::N) != p.b.row_major;
+  x.copies = p.k % 4 != 0 || q.m != p.m || q.n != p.n || !k_major_aligned(p.a, a_k_major) ||
+             !k_major_aligned(p.b, b_k_major);
+  if (x.copies) {
+    q.k = pad(p.k);
+    q.op_a = tessera::Op::T;
+    q.op_b = tessera::Op::N;
+    q.layout = "tn";
+    q.a = k_major_copy(p.a, q.k, q.m);
+    q.b = k_major_copy(p.b, q.k, q.n);
+    for (size_t i = 0; i < sets.size(); ++i) {
+      x.a_copies.emplace_back(q.a.bytes());
+      x.b_copies.emplace_back(q.b.bytes());
+      CLI_CUDA_CHECK(cudaMemsetAsync(x.a_copies[i].get(), 0, q.a.bytes(), stream));  // the padding rows
+      CLI_CUDA_CHECK(cudaMemsetAsync(x.b_copies[i].get(), 0, q.b.bytes(), stream));
+      const int64_t a_batches = p.a.broadcast() ? 1 : p.batch, b_batches = p.b.broadcast() ? 1 : p.batch;
+      copy_int8_k_major(int8_operand_a(p, sets[i].a.get()), p.m, p.k, a_batches, x.a_copies[i].as<int8_t>(), q.k,
+                        q.a.ld, q.a.batch_stride, stream);
+      copy_int8_k_major(int8_operand_b(p, sets[i].b.get()), p.n, p.k, b_batches, x.b_copies[i].as<int8_t>(), q.k,
+                        q.b.ld, q.b.batch_stride, stream);
+    }
+  }
+  // D: tessera's own where it is an int32 D of cuBLASLt's extents with 16-byte aligned columns (rows),
+  // else an int32 D of cuBLASLt's own so aligned (with ldd = 7777 it also chose a slower kernel).
+  q.d.dtype = tessera::DType::S32;
+  x.own_d = p.d.dtype != tessera::DType::S32 || q.m != p.m || q.n != p.n || p.d.ld % 4 != 0 ||
+            (p.batch > 1 && p.d.batch_stride % 4 != 0);
+  if (x.own_d) {
+    q.d.rows = q.m;
+    q.d.cols = q.n;
+    q.d.ld = round_up(q.d.inner(), 4);
+    q.d.batch_stride = q.d.ld * q.d.outer();
+    x.d = DeviceBuffer(q.d.bytes());
+  }
+  x.gemm.emplace(lt, q, tessera::DType::S32, lt_workspace_bytes, CUBLAS_COMPUTE_32I, /*required=*/false);
+  x.problem = q;
+
+  report.cublas_anchor = "cuBLASLt int8 GEMM, s8 x s8 -> s32 (CUBLAS_COMPUTE_32I), alpha 1, beta 0, A and B K-major";
+  if (x.copies) {
+    report.cublas_anchor += " (copies made before timing";
+    std::string padded;
+    for (auto [name, from, to] : {std::tuple<const char*, int64_t, int64_t>{"M", p.m, q.m}, {"N", p.n, q.n},
+                                  {"K", p.k, q.k}})
+      if (to != from) padded += std::string(padded.empty() ? "" : ", ") + name + " " + std::to_string(to);
+    if (!padded.empty()) {
+      char extra[64];
+      std::snprintf(extra, sizeof extra, "; %.2f%% more work, not counted in its TOPS",
+                    100.0 * (double(q.m) * double(q.n) * double(q.k) / (double(p.m) * double(p.n) * double(p.k)) - 1));
+      report.cublas_anchor += ", zero-padded to " + padded + extra;
+    }
+    report.cublas_anchor += ")";
+  }
+  if (x.own_d) report.cublas_anchor += ", its own int32 D";
+  if (!x.gemm->found()) {
+    x.gemm.reset();
+    report.cublas_note = "cuBLASLt has no int8 algorithm for this problem: not compared";
+  } else if (p.d.dtype != tessera::DType::S32) {
+    report.cublas_note = std::string("cuBLASLt computes the int32 sums only; tessera's time includes the "
+                                     "dequantisation") + (p.has_scales() ? " (scales)" : "") + " and the " +
+                         dtype_name(p.d.dtype) + " D" + (p.has_c() ? ", beta * C" : "") +
+                         (p.has_bias() ? ", the bias" : "") +
+                         (p.activation != tessera::Activation::None ? ", the activation" : "") +
+                         ": the ratio is conservative for tessera";
+  }
+}
+
 }  // namespace
 
 void print_gemm_help(std::FILE* out) {
@@ -153,6 +303,8 @@ void print_gemm_help(std::FILE* out) {
                "D = act(alpha * op(A) * op(B) + beta * C + bias) through tessera, on fresh random inputs uniform\n"
                "in [-1, 1] (bias and activation only with --bias / --activation).\n"
                "Matrices are column-major as in BLAS unless --d-row-major; FLOPs = 2*M*N*K*batch.\n"
+               "--dtype int8: s8 operands uniform in [-128, 127], the 2*M*N*K*batch operations reported in\n"
+               "TOPS; D s32 (the exact sums) or, with --scales, dequantised to bf16 / f16 / f32.\n"
                "Without --compare only tessera is timed. Problems whose launch takes under %.0f us are timed\n"
                "as batches of back-to-back launches per event pair, the same way for both libraries; with\n"
                "--compare the two libraries' samples alternate, so that both see the same clocks.\n\n"
@@ -163,7 +315,9 @@ void print_gemm_help(std::FILE* out) {
                "\nexamples:\n"
                "  tessera gemm --m 8192 --n 8192 --k 8192 --dtype bf16 --verify --compare cublas\n"
                "  tessera gemm --m 4096 --n 4096 --k 4096 --batch 8 --broadcast-b --layout nn --json out.json\n"
-               "  tessera gemm --m 4096 --n 11008 --k 4096 --d-row-major --bias col --activation silu --verify\n");
+               "  tessera gemm --m 4096 --n 11008 --k 4096 --d-row-major --bias col --activation silu --verify\n"
+               "  tessera gemm --m 8192 --n 8192 --k 8192 --dtype int8 --verify --compare cublas\n"
+               "  tessera gemm --m 4096 --n 4096 --k 4096 --dtype int8 --scales row --out-dtype bf16 --verify\n");
 }
 
 int run_gemm(const std::vector<std::string>& args) {
@@ -179,11 +333,17 @@ int run_gemm(const std::vector<std::string>& args) {
   // With JSON on stdout, the human-readable report moves to stderr so that stdout parses.
   std::FILE* human = human_stream(settings);
 
-  const bool need_cublas = settings.verify || settings.compare;
+  // (int8: the reference is tessera's own kernel; cuBLASLt only for --compare.)
+  const bool need_cublas = (settings.verify && !p.int8()) || settings.compare;
   const size_t set_bytes = InputSet::bytes_needed(p);
+  // int8 --compare: K-major copies of A and B for cuBLASLt (at most), and its own int32 D.
+  const size_t anchor_bytes =
+      settings.compare && p.int8()
+          ? size_t(round_up(p.k, 16)) * size_t(p.m + p.n) * size_t(p.batch) + p.d.elements() * sizeof(int32_t)
+          : 0;
   require_device_memory(p.d.bytes() + 2 * GuardedBuffer::kGuardBytes + set_bytes +
-                        (need_cublas ? kCublasLtWorkspaceBytes : 0) +
-                        (settings.verify ? (p.has_c() ? 2 : 1) * p.d.elements() * sizeof(float) : 0));
+                        (need_cublas ? kCublasLtWorkspaceBytes : 0) + (settings.verify ? verify_device_bytes(p) : 0) +
+                        anchor_bytes);
 
   Stream stream;
   GuardedBuffer d(p.d.bytes());
@@ -195,7 +355,8 @@ int run_gemm(const std::vector<std::string>& args) {
 
   std::vector<tessera::GemmArgs> tessera_args;
   for (const InputSet& s : sets)
-    tessera_args.push_back(p.tessera_args(s.a.get(), s.b.get(), s.c.get(), s.bias.get(), d.data()));
+    tessera_args.push_back(p.tessera_args(s.a.get(), s.b.get(), s.c.get(), s.bias.get(), d.data(),
+                                          s.scale_a.as<float>(), s.scale_b.as<float>()));
 
   // tessera's argument errors surface here, before any GEMM runs. The workspace is allocated once,
   // for the largest need over the input sets (all equally aligned, so in practice the same).
@@ -223,11 +384,22 @@ int run_gemm(const std::vector<std::string>& args) {
     lt_workspace = DeviceBuffer(kCublasLtWorkspaceBytes);
   }
   if (settings.verify)
-    report.verify = verify_gemm(p, sets[0], d, [&] { tessera_launch(0); }, lt->get(), lt_workspace, stream.get());
+    report.verify = verify_gemm(p, sets[0], d, [&] { tessera_launch(0); }, lt ? lt->get() : nullptr, lt_workspace,
+                                stream.get());
 
   std::optional<LtGemm> anchor;
+  Int8Anchor int8_anchor;
   Launch cublas_launch;
-  if (settings.compare) {
+  if (settings.compare && p.int8()) {
+    plan_int8_anchor(int8_anchor, p, sets, lt->get(), lt_workspace.bytes(), stream.get(), report);
+    if (int8_anchor.gemm)
+      cublas_launch = [&](int64_t i) {
+        const size_t set = size_t(i) % sets.size();
+        const InputSet& s = sets[set];
+        int8_anchor.gemm->run(int8_anchor.a(set, s), int8_anchor.b(set, s), nullptr,
+                              int8_anchor.own_d ? int8_anchor.d.get() : d.data(), lt_workspace.get(), stream.get());
+      };
+  } else if (settings.compare) {
     // fp32 operands: tessera's tf32 against cuBLASLt's tf32; 3xTF32 against cuBLASLt's fp32.
     const bool tf32 = p.a.dtype == tessera::DType::F32 && p.precision != tessera::Precision::TF32x3;
     anchor.emplace(lt->get(), p, p.d.dtype, lt_workspace.bytes(),
@@ -239,11 +411,12 @@ int run_gemm(const std::vector<std::string>& args) {
   }
 
   // Both libraries are timed the same way: the batch size comes from the faster one's launch time.
+  const bool compare = settings.compare && cublas_launch;  // (int8: cuBLASLt may have no algorithm)
   double single_ms = estimate_launch_ms(tessera_launch, stream.get());
-  if (settings.compare) single_ms = std::min(single_ms, estimate_launch_ms(cublas_launch, stream.get()));
+  if (compare) single_ms = std::min(single_ms, estimate_launch_ms(cublas_launch, stream.get()));
   TimingConfig timing = settings.timing;
   timing.launches_per_sample = launches_per_sample_for(single_ms);
-  if (settings.compare) {  // interleaved samples: both see the same clock and power history
+  if (compare) {  // interleaved samples: both see the same clock and power history
     const std::vector<TimingResult> t = time_interleaved({tessera_launch, cublas_launch}, timing, stream.get());
     report.tessera = t[0];
     report.cublas = t[1];

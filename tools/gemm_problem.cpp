@@ -18,17 +18,35 @@ const char* dtype_name(DType t) {
     case DType::F16: return "f16";
     case DType::BF16: return "bf16";
     case DType::F32: return "f32";
+    case DType::S8: return "s8";
+    case DType::S32: return "s32";
   }
   return "?";
 }
 
-size_t dtype_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
+size_t dtype_bytes(DType t) {
+  switch (t) {
+    case DType::F32:
+    case DType::S32: return 4;
+    case DType::S8: return 1;
+    default: return 2;
+  }
+}
 
 const char* bias_mode_name(tessera::BiasMode m) {
   switch (m) {
     case tessera::BiasMode::None: return "none";
     case tessera::BiasMode::PerRow: return "row";
     case tessera::BiasMode::PerColumn: return "col";
+  }
+  return "?";
+}
+
+const char* scale_mode_name(tessera::ScaleMode m) {
+  switch (m) {
+    case tessera::ScaleMode::None: return "none";
+    case tessera::ScaleMode::Tensor: return "tensor";
+    case tessera::ScaleMode::RowWise: return "row";
   }
   return "?";
 }
@@ -56,7 +74,8 @@ size_t GemmProblem::bias_elements() const {
 }
 
 tessera::GemmArgs GemmProblem::tessera_args(const void* a_ptr, const void* b_ptr, const void* c_ptr,
-                                            const void* bias_ptr, void* d_ptr) const {
+                                            const void* bias_ptr, void* d_ptr, const float* scale_a,
+                                            const float* scale_b) const {
   tessera::GemmArgs args;
   args.op_a = op_a;
   args.op_b = op_b;
@@ -73,6 +92,11 @@ tessera::GemmArgs GemmProblem::tessera_args(const void* a_ptr, const void* b_ptr
   }
   args.activation = activation;
   args.precision = precision;
+  if (has_scales()) {
+    args.scale_a = scale_a;
+    args.scale_b = scale_b;
+    args.scale_mode = scale_mode;
+  }
   args.config = config;
   return args;
 }
@@ -82,7 +106,8 @@ std::string GemmProblem::describe() const {
   std::snprintf(buf, sizeof buf,
                 "M=%lld N=%lld K=%lld batch=%lld  %s -> %s  layout %s (D %s-major)  lda=%lld ldb=%lld ldd=%lld%s%s  "
                 "alpha=%g beta=%g",
-                (long long)m, (long long)n, (long long)k, (long long)batch, dtype_name(a.dtype), dtype_name(d.dtype),
+                (long long)m, (long long)n, (long long)k, (long long)batch, int8() ? "int8" : dtype_name(a.dtype),
+                dtype_name(d.dtype),
                 layout.c_str(), d.row_major ? "row" : "column", (long long)a.ld, (long long)b.ld, (long long)d.ld,
                 a.broadcast() ? "  A broadcast" : "", b.broadcast() ? "  B broadcast" : "", alpha, beta);
   std::string out = buf;
@@ -90,6 +115,8 @@ std::string GemmProblem::describe() const {
     out += std::string("  bias ") + (per_row_bias() ? "per row (M)" : "per column (N)") +
            (batch > 1 ? (bias_batch_stride > 0 ? ", one per batch" : ", broadcast") : "");
   if (activation != tessera::Activation::None) out += std::string("  activation ") + activation_name(activation);
+  if (scale_mode == tessera::ScaleMode::Tensor) out += "  scales per tensor (one fp32 each)";
+  if (scale_mode == tessera::ScaleMode::RowWise) out += "  scales row-wise (M + N fp32)";
   return out;
 }
 
@@ -99,8 +126,15 @@ std::vector<OptionSpec> gemm_problem_options() {
       {"n", "N", "columns of op(B), C and D (required)"},
       {"k", "K", "columns of op(A) = rows of op(B) (required)"},
       {"batch", "B", "batch count (default 1)"},
-      {"dtype", "T", "A and B type: f16 | bf16 | tf32 | tf32x3 (fp32 operands as tf32, or 3xTF32) (default bf16)"},
-      {"out-dtype", "T", "C and D type: f16 | bf16 | f32 (default: --dtype; f32 for tf32 and tf32x3)"},
+      {"dtype", "T", "A and B type: f16 | bf16 | tf32 | tf32x3 (fp32 operands as tf32, or 3xTF32) | int8 (s8 "
+                     "operands, uniform in [-128, 127], summed exactly in int32) (default bf16)"},
+      {"out-dtype", "T", "C and D type: f16 | bf16 | f32, or s32 for int8 (the exact int32 sums; alpha 1, beta 0, "
+                         "no bias, activation or scales) (default: --dtype; f32 for tf32 and tf32x3; for int8 s32, "
+                         "bf16 with --scales)"},
+      {"scales", "MODE", "int8 only: none | tensor | row: dequantise D = alpha * scale_a * scale_b * sums (+ beta "
+                         "C + bias, activation) with random positive fp32 scales, one each (tensor) or M for the "
+                         "rows of op(A) and N for the columns of op(B) (row); needs a float --out-dtype "
+                         "(default none)"},
       {"layout", "XY", "BLAS ops of A then B, n = as stored, t = transposed (default tn: both K-major). "
                        "Stored column-major, A is MxK for n and KxM for t; B is KxN for n and NxK for t"},
       {"d-row-major", "", "store C and D row-major (default column-major M x N)"},
@@ -170,9 +204,30 @@ GemmProblem parse_gemm_problem(const Options& opts) {
 
   const std::string in_name = opts.str("dtype", "bf16");
   const bool f32_in = in_name == "tf32" || in_name == "tf32x3";
+  const bool int8_in = in_name == "int8" || in_name == "s8" || in_name == "i8";
   if (f32_in) p.precision = in_name == "tf32" ? tessera::Precision::TF32 : tessera::Precision::TF32x3;
-  const DType in = f32_in ? DType::F32 : parse_dtype("dtype", in_name, /*allow_f32=*/false);
-  const DType out = parse_dtype("out-dtype", opts.str("out-dtype", f32_in ? "f32" : in_name), /*allow_f32=*/true);
+  if (!f32_in && !int8_in && in_name != "f16" && in_name != "fp16" && in_name != "half" && in_name != "bf16")
+    usage_error("--dtype: unknown type '" + in_name + "' (expected f16 | bf16 | tf32 | tf32x3 | int8)");
+  const DType in = f32_in ? DType::F32 : int8_in ? DType::S8 : parse_dtype("dtype", in_name, /*allow_f32=*/false);
+
+  const std::string scales = opts.str("scales", "none");
+  if (scales == "none") p.scale_mode = tessera::ScaleMode::None;
+  else if (scales == "tensor") p.scale_mode = tessera::ScaleMode::Tensor;
+  else if (scales == "row") p.scale_mode = tessera::ScaleMode::RowWise;
+  else usage_error("--scales: expected none, tensor or row, got '" + scales + "'");
+  if (p.has_scales() && !int8_in) usage_error("--scales: dequantisation scales apply to --dtype int8 only");
+
+  const std::string out_name =
+      opts.str("out-dtype", f32_in ? "f32" : int8_in ? (p.has_scales() ? "bf16" : "s32") : in_name);
+  const bool s32_out = out_name == "s32" || out_name == "int32" || out_name == "i32";
+  if (s32_out && !int8_in) usage_error("--out-dtype s32: the int32 output of --dtype int8 only");
+  if (int8_in && !s32_out && out_name != "f16" && out_name != "fp16" && out_name != "half" && out_name != "bf16" &&
+      out_name != "f32" && out_name != "fp32" && out_name != "float")
+    usage_error("--out-dtype: unknown type '" + out_name + "' (expected s32 | f16 | bf16 | f32 for --dtype int8)");
+  const DType out = s32_out ? DType::S32 : parse_dtype("out-dtype", out_name, /*allow_f32=*/true);
+  if (s32_out && p.has_scales())
+    usage_error("--out-dtype s32 takes the int32 sums as they are: --scales " + scales +
+                " needs --out-dtype bf16, f16 or f32");
 
   p.layout = opts.str("layout", "tn");
   if (p.layout.size() != 2) bad_layout(p.layout);
@@ -206,6 +261,13 @@ GemmProblem parse_gemm_problem(const Options& opts) {
       known = true;
     }
   if (!known) usage_error("--activation: expected none, relu, gelu, gelu_tanh or silu, got '" + act + "'");
+  if (s32_out) {  // tessera's rule for an s32 D (the exact sums, torch._int_mm), said in the CLI's terms
+    if (p.alpha != 1.0f) usage_error("--alpha: must be 1 with --out-dtype s32 (dequantise to bf16, f16 or f32)");
+    if (p.beta != 0.0f) usage_error("--beta: must be 0 with --out-dtype s32 (dequantise to bf16, f16 or f32)");
+    if (p.has_bias()) usage_error("--bias: none with --out-dtype s32 (dequantise to bf16, f16 or f32)");
+    if (p.activation != tessera::Activation::None)
+      usage_error("--activation: none with --out-dtype s32 (dequantise to bf16, f16 or f32)");
+  }
 
   p.config = opts.str("config", "");
   return p;
@@ -214,7 +276,7 @@ GemmProblem parse_gemm_problem(const Options& opts) {
 void write_problem_json(JsonWriter& j, const GemmProblem& p) {
   j.field("m", p.m).field("n", p.n).field("k", p.k).field("batch", p.batch);
   const bool x3 = p.precision == tessera::Precision::TF32x3;
-  j.field("dtype", p.a.dtype == DType::F32 ? (x3 ? "tf32x3" : "tf32") : dtype_name(p.a.dtype))
+  j.field("dtype", p.a.dtype == DType::F32 ? (x3 ? "tf32x3" : "tf32") : p.int8() ? "int8" : dtype_name(p.a.dtype))
       .field("out_dtype", dtype_name(p.d.dtype));
   j.field("layout", p.layout).field("d_row_major", p.d.row_major);
   j.field("lda", p.a.ld).field("ldb", p.b.ld).field("ldd", p.d.ld);
@@ -222,6 +284,9 @@ void write_problem_json(JsonWriter& j, const GemmProblem& p) {
   j.field("alpha", double(p.alpha)).field("beta", double(p.beta));
   j.field("bias", bias_mode_name(p.bias_mode)).field("bias_batch_stride", p.bias_batch_stride);
   j.field("activation", activation_name(p.activation));
+  j.field("scales", scale_mode_name(p.scale_mode));
+  // The *_tflops fields hold 2*M*N*K*batch per second / 1e12: integer operations (TOPS) for int8.
+  j.field("throughput_unit", p.throughput_unit());
 }
 
 }  // namespace tessera_cli

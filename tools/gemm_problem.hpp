@@ -13,9 +13,10 @@
 
 namespace tessera_cli {
 
-const char* dtype_name(tessera::DType t);  // "f16", "bf16", "f32"
+const char* dtype_name(tessera::DType t);  // "f16", "bf16", "f32", "s8", "s32"
 size_t dtype_bytes(tessera::DType t);
 const char* bias_mode_name(tessera::BiasMode m);     // "none", "row", "col" (the --bias values)
+const char* scale_mode_name(tessera::ScaleMode m);   // "none", "tensor", "row" (the --scales values)
 
 // A (batched) matrix as the CLI stores it.
 struct StoredMatrix {
@@ -45,6 +46,9 @@ struct GemmProblem {
   int64_t bias_batch_stride = 0;
   tessera::Activation activation = tessera::Activation::None;
   tessera::Precision precision = tessera::Precision::Default;  // fp32 operands (--dtype tf32 | tf32x3)
+  // int8 operands (--dtype int8): dequantisation scales (--scales), random positive fp32 values, one
+  // each (tensor) or M for the rows of op(A) and N for the columns of op(B) (row-wise).
+  tessera::ScaleMode scale_mode = tessera::ScaleMode::None;
   std::string config;  // "" = tessera's heuristic
   std::string layout;  // "tn", "nt", ...: op_a then op_b
 
@@ -53,16 +57,24 @@ struct GemmProblem {
   bool per_row_bias() const { return bias_mode == tessera::BiasMode::PerRow; }
   int64_t bias_length() const { return per_row_bias() ? m : n; }
   size_t bias_elements() const;  // allocation size: (batch - 1) * bias_batch_stride + bias_length(); 0 without
+  bool int8() const { return a.dtype == tessera::DType::S8; }
+  bool has_scales() const { return scale_mode != tessera::ScaleMode::None; }
+  // Lengths of the scale vectors (0 without scales): row-wise M and N, else one value each.
+  int64_t scale_a_length() const { return !has_scales() ? 0 : scale_mode == tessera::ScaleMode::RowWise ? m : 1; }
+  int64_t scale_b_length() const { return !has_scales() ? 0 : scale_mode == tessera::ScaleMode::RowWise ? n : 1; }
+  // 2*M*N*K*batch: floating-point operations, or for int8 operands integer operations (reported as
+  // TOPS in the fields that say TFLOP/s elsewhere; throughput_unit() names the unit).
   double flops() const { return 2.0 * double(m) * double(n) * double(k) * double(batch); }
+  const char* throughput_unit() const { return int8() ? "TOPS" : "TFLOP/s"; }
   tessera::GemmArgs tessera_args(const void* a_ptr, const void* b_ptr, const void* c_ptr, const void* bias_ptr,
-                                 void* d_ptr) const;
+                                 void* d_ptr, const float* scale_a = nullptr, const float* scale_b = nullptr) const;
   std::string describe() const;  // one line for the human-readable report
 };
 
 class JsonWriter;
 // The problem's fields (shape, dtypes, layout, leading dimensions, broadcast, alpha, beta, bias,
-// activation) as members of the JSON object being written: the same keys in `gemm --json` and
-// `tune --json`.
+// activation, scales, the unit of the throughput fields) as members of the JSON object being
+// written: the same keys in `gemm --json` and `tune --json`.
 void write_problem_json(JsonWriter& j, const GemmProblem& p);
 
 // The options that describe a problem (shared by the parser and `tessera gemm --help`).

@@ -142,7 +142,7 @@ void print_report(std::FILE* out, const TuneReport& r) {
                r.settings.timing.warmup_samples, r.settings.verify ? "; each D checked against cuBLASLt" : "");
   size_t width = 6;
   for (const ConfigResult& c : r.results) width = std::max(width, c.config.size());
-  std::fprintf(out, "\n  %-*s %10s %10s  %s\n", int(width), "config", "ms", "TFLOP/s",
+  std::fprintf(out, "\n  %-*s %10s %10s  %s\n", int(width), "config", "ms", r.problem.throughput_unit(),
                r.settings.verify ? "verify" : "");
   for (const ConfigResult& c : r.results) {
     const char* mark = &c == r.best ? "*" : " ";
@@ -154,8 +154,12 @@ void print_report(std::FILE* out, const TuneReport& r) {
     std::string verify;
     if (c.verify) {
       char buf[96];
-      std::snprintf(buf, sizeof buf, "%s rel_err %.2e%s", c.verify->pass ? "PASS" : "FAIL", c.verify->rel_err,
-                    c.verify->guards_ok ? "" : " guards OVERWRITTEN");
+      if (c.verify->exact)
+        std::snprintf(buf, sizeof buf, "%s exact, %llu sums differ%s", c.verify->pass ? "PASS" : "FAIL",
+                      (unsigned long long)c.verify->mismatches, c.verify->guards_ok ? "" : " guards OVERWRITTEN");
+      else
+        std::snprintf(buf, sizeof buf, "%s rel_err %.2e%s", c.verify->pass ? "PASS" : "FAIL", c.verify->rel_err,
+                      c.verify->guards_ok ? "" : " guards OVERWRITTEN");
       verify = buf;
     }
     std::fprintf(out, "%s %-*s %10.4f %10.2f  %s%s\n", mark, int(width), c.config.c_str(), c.timing.median_ms,
@@ -167,8 +171,8 @@ void print_report(std::FILE* out, const TuneReport& r) {
     std::fprintf(out, "best      none: no configuration ran%s\n", r.settings.verify ? " correctly" : "");
     return;
   }
-  std::fprintf(out, "best      %s  %.4f ms  %.2f TFLOP/s", r.best->config.c_str(), r.best->timing.median_ms,
-               tflops(flops, r.best->timing.median_ms));
+  std::fprintf(out, "best      %s  %.4f ms  %.2f %s", r.best->config.c_str(), r.best->timing.median_ms,
+               tflops(flops, r.best->timing.median_ms), r.problem.throughput_unit());
   if (const ConfigResult* cur = r.find(r.current); cur && cur != r.best && r.best->timing.median_ms > 0)
     std::fprintf(out, "  (%.3fx the current choice's speed)", cur->timing.median_ms / r.best->timing.median_ms);
   std::fprintf(out, "\n");
@@ -203,6 +207,9 @@ void write_json(std::ostream& os, const TuneReport& r) {
       j.begin_object();
       j.field("rel_err", c.verify->rel_err).field("tol", c.verify->tol).field("pass", c.verify->pass);
       j.field("nonfinite", c.verify->nonfinite).field("guards_ok", c.verify->guards_ok);
+      j.field("exact", c.verify->exact);
+      j.key("mismatches");
+      if (c.verify->exact) j.value(c.verify->mismatches); else j.null();
       j.end_object();
     } else {
       j.null();
@@ -260,8 +267,7 @@ int run_tune(const std::vector<std::string>& args) {
 
   const size_t set_bytes = InputSet::bytes_needed(p);
   require_device_memory(p.d.bytes() + 2 * GuardedBuffer::kGuardBytes + set_bytes +
-                        (settings.verify ? kCublasLtWorkspaceBytes : 0) +
-                        (settings.verify ? (p.has_c() ? 2 : 1) * p.d.elements() * sizeof(float) : 0));
+                        (settings.verify ? kCublasLtWorkspaceBytes : 0) + (settings.verify ? verify_device_bytes(p) : 0));
 
   Stream stream;
   GuardedBuffer d(p.d.bytes());
@@ -273,7 +279,8 @@ int run_tune(const std::vector<std::string>& args) {
 
   std::vector<tessera::GemmArgs> base_args;  // config "" (what the cache entry is keyed on)
   for (const InputSet& s : sets)
-    base_args.push_back(p.tessera_args(s.a.get(), s.b.get(), s.c.get(), s.bias.get(), d.data()));
+    base_args.push_back(p.tessera_args(s.a.get(), s.b.get(), s.c.get(), s.bias.get(), d.data(), s.scale_a.as<float>(),
+                                       s.scale_b.as<float>()));
 
   TuneReport report(device, p, settings);
   report.input_sets = int(sets.size());

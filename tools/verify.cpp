@@ -10,19 +10,118 @@ namespace tessera_cli {
 using tessera::DType;
 
 double verify_tolerance(DType in, DType out, tessera::Precision precision) {
+  if (in == DType::S8) {
+    // Exact sums: D's rounding (f16: 2^-11, bf16: 2^-8 relative at most) or, for f32, the epilogue's
+    // few fp32 roundings and its activation's library functions.
+    switch (out) {
+      case DType::S32: return 0;
+      case DType::BF16: return 1e-2;
+      case DType::F16: return 2e-3;
+      default: return 1e-5;
+    }
+  }
   switch (out) {
     case DType::BF16: return 1e-2;
     case DType::F16: return in == DType::F32 ? 3e-3 : 2e-3;
     case DType::F32:
       if (in == DType::F32) return precision == tessera::Precision::TF32x3 ? 1e-5 : 2e-3;  // tf32: 11-bit operands
       return in == DType::BF16 ? 1e-3 : 5e-4;
+    default: break;
   }
   return 0;
+}
+
+size_t verify_device_bytes(const GemmProblem& p) {
+  const size_t elements = p.d.elements();
+  if (p.int8())  // int64 sums, and the fp32 reference of a dequantised D (which reads C as it is)
+    return elements * sizeof(int64_t) + (p.d.dtype == DType::S32 ? 0 : elements * sizeof(float));
+  return (p.has_c() ? 2 : 1) * elements * sizeof(float);
+}
+
+namespace {
+
+// Strides of element (row, col) of a stored matrix.
+struct Strides {
+  int64_t row, col;
+};
+Strides strides_of(const StoredMatrix& s) { return s.row_major ? Strides{s.ld, 1} : Strides{1, s.ld}; }
+
+MatrixView view_of(const GemmProblem& p) {
+  return MatrixView{p.d.rows, p.d.cols, p.d.ld, p.d.batch, p.d.batch_stride, p.d.row_major};
+}
+
+VerifyResult finish(VerifyResult r, double err_sq, double ref_sq) {
+  const double err = std::sqrt(err_sq), norm = std::sqrt(ref_sq);
+  r.rel_err = norm > 0 ? err / norm : err;
+  return r;
+}
+
+// int8 operands: exact int64 sums on the GPU; an s32 D must equal them, a dequantised one is compared
+// with their fp32 dequantisation (C, bias and activation applied as for the float dtypes).
+VerifyResult verify_int8(const GemmProblem& p, const InputSet& inputs, GuardedBuffer& d,
+                         const std::function<void()>& run_tessera, cudaStream_t stream) {
+  const MatrixView view = view_of(p);
+  DeviceBuffer sums(p.d.elements() * sizeof(int64_t));
+  int8_reference_sums(int8_operand_a(p, inputs.a.get()), int8_operand_b(p, inputs.b.get()), p.k, view,
+                      sums.as<int64_t>(), stream);
+  VerifyResult r;
+  r.tol = verify_tolerance(p.a.dtype, p.d.dtype, p.precision);
+  if (p.d.dtype == DType::S32) {
+    r.exact = true;
+    d.fill_guards(stream);
+    d.poison(stream, GuardedBuffer::kPoisonByteS32);  // an unwritten output cannot equal its sum
+    run_tessera();
+    r.guards_ok = d.guards_intact(stream);
+    const ExactCompare c = compare_exact_s32(static_cast<const int32_t*>(d.data()), sums.as<int64_t>(), view, stream);
+    r.mismatches = c.mismatches;
+    if (c.mismatches)
+      r.first_mismatch = "(" + std::to_string(c.first_batch) + ", " + std::to_string(c.first_row) + ", " +
+                         std::to_string(c.first_col) + "): got " + std::to_string(c.first_out) + ", want " +
+                         std::to_string(c.first_ref);
+    r = finish(r, c.err_sq, c.ref_sq);
+    r.pass = c.mismatches == 0 && r.guards_ok;
+    return r;
+  }
+  DeviceBuffer ref(p.d.elements() * sizeof(float));
+  dequantised_reference(sums.as<int64_t>(), view, p.alpha, inputs.scale_a.as<float>(), inputs.scale_b.as<float>(),
+                        p.scale_mode == tessera::ScaleMode::RowWise, p.beta, p.has_c() ? inputs.c.get() : nullptr,
+                        p.d.dtype, ref.as<float>(), stream);
+  sums.reset();
+  apply_bias_activation(ref.as<float>(), view, p.has_bias() ? inputs.bias.get() : nullptr, p.d.dtype,
+                        p.per_row_bias(), p.bias_batch_stride, p.activation, stream);
+  d.fill_guards(stream);
+  d.poison(stream);
+  run_tessera();
+  r.guards_ok = d.guards_intact(stream);
+  const CompareSums sums_cmp = compare_to_reference(d.data(), p.d.dtype, ref.as<float>(), view, stream);
+  r.nonfinite = sums_cmp.nonfinite;
+  r = finish(r, sums_cmp.err_sq, sums_cmp.ref_sq);
+  r.pass = r.rel_err <= r.tol && r.nonfinite == 0 && r.guards_ok;
+  return r;
+}
+
+}  // namespace
+
+Int8Operand int8_operand_a(const GemmProblem& p, const void* a_ptr) {
+  // op(A)(i, k): stored (i, k) for op n, (k, i) for op t.
+  const Strides s = strides_of(p.a);
+  const bool t = p.op_a == tessera::Op::T;
+  return Int8Operand{static_cast<const int8_t*>(a_ptr), t ? s.col : s.row, t ? s.row : s.col,
+                     p.a.broadcast() ? 0 : p.a.batch_stride};
+}
+
+Int8Operand int8_operand_b(const GemmProblem& p, const void* b_ptr) {
+  // op(B)(k, j), read as row j, column k: stored (k, j) for op n, (j, k) for op t.
+  const Strides s = strides_of(p.b);
+  const bool t = p.op_b == tessera::Op::T;
+  return Int8Operand{static_cast<const int8_t*>(b_ptr), t ? s.row : s.col, t ? s.col : s.row,
+                     p.b.broadcast() ? 0 : p.b.batch_stride};
 }
 
 VerifyResult verify_gemm(const GemmProblem& p, const InputSet& inputs, GuardedBuffer& d,
                          const std::function<void()>& run_tessera, cublasLtHandle_t lt,
                          const DeviceBuffer& lt_workspace, cudaStream_t stream) {
+  if (p.int8()) return verify_int8(p, inputs, d, run_tessera, stream);
   // Reference: fp32 D with D's layout, from the same A, B and C (C widened to fp32 so that
   // cuBLASLt reads exactly the values tessera reads).
   const size_t d_elements = p.d.elements();
@@ -35,7 +134,7 @@ VerifyResult verify_gemm(const GemmProblem& p, const InputSet& inputs, GuardedBu
   LtGemm reference(lt, p, DType::F32, lt_workspace.bytes());
   reference.run(inputs.a.get(), inputs.b.get(), c32.get(), ref.get(), lt_workspace.get(), stream);
   // tessera's fused epilogue, D = act(alpha * AB + beta * C + bias), finished on the fp32 reference.
-  const MatrixView view{p.d.rows, p.d.cols, p.d.ld, p.d.batch, p.d.batch_stride, p.d.row_major};
+  const MatrixView view = view_of(p);
   apply_bias_activation(ref.as<float>(), view, p.has_bias() ? inputs.bias.get() : nullptr, p.d.dtype,
                         p.per_row_bias(), p.bias_batch_stride, p.activation, stream);
 
@@ -47,8 +146,7 @@ VerifyResult verify_gemm(const GemmProblem& p, const InputSet& inputs, GuardedBu
   VerifyResult r;
   r.guards_ok = d.guards_intact(stream);
   const CompareSums sums = compare_to_reference(d.data(), p.d.dtype, ref.as<float>(), view, stream);
-  const double err = std::sqrt(sums.err_sq), norm = std::sqrt(sums.ref_sq);
-  r.rel_err = norm > 0 ? err / norm : err;
+  r = finish(r, sums.err_sq, sums.ref_sq);
   r.tol = verify_tolerance(p.a.dtype, p.d.dtype, p.precision);
   r.nonfinite = sums.nonfinite;
   r.pass = r.rel_err <= r.tol && r.nonfinite == 0 && r.guards_ok;

@@ -20,6 +20,10 @@ template <>
 __device__ __forceinline__ float convert<float>(float x) {
   return x;
 }
+template <>
+__device__ __forceinline__ int8_t convert<int8_t>(float x) {
+  return int8_value(x);
+}
 
 template <class T>
 __global__ void fill_kernel(T* base, int64_t outer, int64_t inner, int64_t ld, int64_t batch_stride, int64_t total,
@@ -51,6 +55,20 @@ __global__ void fill_4d_kernel(T* base, Dims4 t, int64_t total, uint64_t seed) {
   }
 }
 
+__global__ void int8_reference_kernel(const int8_t* a, int64_t a_si, int64_t a_sk, int64_t a_bs, const int8_t* b,
+                                      int64_t b_sj, int64_t b_sk, int64_t b_bs, int64_t m, int64_t n, int64_t k,
+                                      int64_t total, int64_t* sums) {
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = idx % m, j = idx / m % n, l = idx / (m * n);
+    const int8_t* pa = a + l * a_bs + i * a_si;
+    const int8_t* pb = b + l * b_bs + j * b_sj;
+    long long s = 0;
+    for (int64_t kk = 0; kk < k; ++kk) s += int(pa[kk * a_sk]) * int(pb[kk * b_sk]);
+    sums[idx] = s;
+  }
+}
+
 __global__ void guard_kernel(uint8_t* p, size_t bytes, uint32_t salt) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < bytes; i += size_t(gridDim.x) * blockDim.x)
     p[i] = guard_byte(i, salt);
@@ -79,6 +97,10 @@ cudaError_t fill_uniform(void* base, tessera::DType dtype, int64_t batches, int6
     case tessera::DType::F32:
       fill_kernel<<<blocks, 256, 0, stream>>>(static_cast<float*>(base), outer, inner, ld, batch_stride, total, seed);
       break;
+    case tessera::DType::S8:
+      fill_kernel<<<blocks, 256, 0, stream>>>(static_cast<int8_t*>(base), outer, inner, ld, batch_stride, total, seed);
+      break;
+    case tessera::DType::S32: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
 }
@@ -104,7 +126,19 @@ cudaError_t fill_uniform_4d(void* base, tessera::DType dtype, const int64_t (&di
     case tessera::DType::F32:
       fill_4d_kernel<<<blocks, 256, 0, stream>>>(static_cast<float*>(base), t, total, seed);
       break;
+    case tessera::DType::S8:
+    case tessera::DType::S32: return cudaErrorInvalidValue;
   }
+  return cudaGetLastError();
+}
+
+cudaError_t int8_gemm_reference(const int8_t* a, int64_t a_si, int64_t a_sk, int64_t a_bs, const int8_t* b,
+                                int64_t b_sj, int64_t b_sk, int64_t b_bs, int64_t m, int64_t n, int64_t k,
+                                int64_t batch, int64_t* sums, cudaStream_t stream) {
+  const int64_t total = m * n * batch;
+  if (total <= 0) return cudaSuccess;
+  int8_reference_kernel<<<blocks_for(total), 256, 0, stream>>>(a, a_si, a_sk, a_bs, b, b_sj, b_sk, b_bs, m, n, k,
+                                                               total, sums);
   return cudaGetLastError();
 }
 

@@ -67,9 +67,16 @@ inline TT_HD float uniform_value(uint64_t seed, uint64_t index) {
   return float(2 * x + 1 - (1 << 24)) / float(1 << 24);  // odd numerator: never 0
 }
 
+// An int8 operand's value for uniform_value u in (-1, 1): floor(128 u), uniform in [-128, 127].
+inline TT_HD int8_t int8_value(float u) {
+  const float x = 128.0f * u;
+  const int f = int(x) - (x < float(int(x)) ? 1 : 0);  // floor
+  return int8_t(f < -128 ? -128 : f > 127 ? 127 : f);
+}
+
 // Fills the elements of a batched strided matrix (batches x outer x inner, element (l, o, i) at
-// l * batch_stride + o * ld + i) with uniform_value(seed, linear element index). Other bytes are
-// left as they are.
+// l * batch_stride + o * ld + i) with uniform_value(seed, linear element index) (S8: int8_value of
+// it). Other bytes are left as they are. S32 is not an operand type: cudaErrorInvalidValue.
 cudaError_t fill_uniform(void* base, tessera::DType dtype, int64_t batches, int64_t outer, int64_t inner, int64_t ld,
                          int64_t batch_stride, uint64_t seed, cudaStream_t stream);
 
@@ -79,6 +86,14 @@ cudaError_t fill_uniform(void* base, tessera::DType dtype, int64_t batches, int6
 // make two elements share an address (or the value written there is whichever thread wins).
 cudaError_t fill_uniform_4d(void* base, tessera::DType dtype, const int64_t (&dims)[4], const int64_t (&strides)[4],
                             uint64_t seed, cudaStream_t stream);
+
+// The exact int8 GEMM of a case: sums[(l * n + j) * m + i] = sum_k op(A)(i, k) op(B)(k, j) in int64,
+// with op(A)(i, k) at a + l * a_bs + i * a_si + k * a_sk and op(B)(k, j) at b + l * b_bs + j * b_sj +
+// k * b_sk (a batch stride of 0 broadcasts). A plain kernel, one output per thread: an oracle
+// independent of the library's kernels and of cuBLAS, exact at any K.
+cudaError_t int8_gemm_reference(const int8_t* a, int64_t a_si, int64_t a_sk, int64_t a_bs, const int8_t* b,
+                                int64_t b_sj, int64_t b_sk, int64_t b_bs, int64_t m, int64_t n, int64_t k,
+                                int64_t batch, int64_t* sums, cudaStream_t stream);
 
 // bytes[i] = guard_byte(i, salt).
 cudaError_t fill_guard(void* p, size_t bytes, uint32_t salt, cudaStream_t stream);

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <random>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 #include "gpu_helpers.hpp"
@@ -26,6 +27,9 @@ using tessera::Op;
 
 constexpr size_t kGuard = kGuardBytes;  // bytes before and after D, inside D's allocation
 constexpr uint8_t kPoison = kPoisonByte;  // NaN in f16, bf16 and f32
+// An S32 D's poison: 0x80808080 = -2139062144, which no int8 GEMM of K < 130558 sums to (0xFF bytes
+// would read as -1, a common sum).
+constexpr uint8_t kPoisonS32 = 0x80;
 
 // A matrix of a case, placed in its own allocation: [front bytes][span elements][back bytes].
 struct Placed {
@@ -93,7 +97,7 @@ void place_all(const Case& c, Placed& A, Placed& B, Placed& C, Placed& D, Placed
 }
 
 tessera::GemmArgs make_args(const Case& c, const Placed& A, const Placed& B, const Placed& C, const Placed& D,
-                            const Placed& Bias) {
+                            const Placed& Bias, const float* scale_a = nullptr, const float* scale_b = nullptr) {
   tessera::GemmArgs g;
   g.op_a = c.op_a;
   g.op_b = c.op_b;
@@ -112,6 +116,11 @@ tessera::GemmArgs make_args(const Case& c, const Placed& A, const Placed& B, con
   }
   g.activation = c.activation;
   g.precision = c.precision;
+  if (c.scale_mode != tessera::ScaleMode::None) {
+    g.scale_a = scale_a;
+    g.scale_b = scale_b;
+    g.scale_mode = c.scale_mode;
+  }
   return g;
 }
 
@@ -150,6 +159,12 @@ double load(const uint8_t* p, DType t) {
     std::memcpy(&v, p, 4);
     return v;
   }
+  if (t == DType::S32) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  if (t == DType::S8) return double(int8_t(*p));
   uint16_t h;
   std::memcpy(&h, p, 2);
   return t == DType::F16 ? half_to_float(h) : bf16_to_float(h);
@@ -227,10 +242,23 @@ uint64_t fresh_seed() {
   return (uint64_t(rd()) << 32) ^ uint64_t(rd());
 }
 
-const char* dtype_name(DType t) { return t == DType::F16 ? "f16" : t == DType::BF16 ? "bf16" : "f32"; }
-size_t dtype_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+    case DType::F32: return "f32";
+    case DType::S8: return "s8";
+    case DType::S32: return "s32";
+  }
+  return "?";
+}
+size_t dtype_bytes(DType t) { return t == DType::F32 || t == DType::S32 ? 4 : t == DType::S8 ? 1 : 2; }
 
 double tolerance(DType ab, DType d, tessera::Precision precision) {
+  // s8 operands: exact int32 sums, so only D's rounding counts (f16: 2^-11, bf16: 2^-8 at most), and
+  // for an f32 D the epilogue's few fp32 roundings (sum -> float, the scales, alpha, C, bias) and the
+  // activation's library functions. An s32 D is compared exactly.
+  if (ab == DType::S8) return d == DType::S32 ? 0.0 : d == DType::BF16 ? 1e-2 : d == DType::F16 ? 2e-3 : 1e-5;
   if (d == DType::BF16) return 1e-2;
   if (d == DType::F16) return ab == DType::F32 ? 3e-3 : 2e-3;
   // fp32 operands: tf32 rounds each operand to 11 significant bits (up to 2^-11 each, 2^-10 per
@@ -253,6 +281,9 @@ std::string describe(const Case& c) {
       << (c.batch > 1 ? (c.bias_spec.batched && !c.bias_spec.stride_zero ? "(batched)" : "(broadcast)") : "")
       << (c.bias_spec.elem_offset ? "+" + std::to_string(c.bias_spec.elem_offset) : std::string());
   if (c.activation != tessera::Activation::None) o << " activation=" << tessera::activation_name(c.activation);
+  if (c.scale_mode != tessera::ScaleMode::None)
+    o << " scales=" << (c.scale_mode == tessera::ScaleMode::Tensor ? "tensor" : "row-wise")
+      << (c.scale_offset ? "+" + std::to_string(c.scale_offset) : std::string());
   return o.str();
 }
 
@@ -262,8 +293,10 @@ size_t workspace_needed(const Case& c) {
   // Fake, 256-byte aligned, far apart allocations: only the alignment of the offsets matters.
   int i = 1;
   for (Placed* p : {&A, &B, &C, &D, &Bias}) p->m.ptr = reinterpret_cast<const char*>(uintptr_t(i++) << 40) + p->front;
+  const float* sa = reinterpret_cast<const float*>(uintptr_t(6) << 40) + c.scale_offset;
+  const float* sb = reinterpret_cast<const float*>(uintptr_t(7) << 40) + c.scale_offset;
   size_t bytes = 0;
-  if (!tessera::gemm_workspace_size(make_args(c, A, B, C, D, Bias), &bytes).ok()) return 0;
+  if (!tessera::gemm_workspace_size(make_args(c, A, B, C, D, Bias, sa, sb), &bytes).ok()) return 0;
   return bytes;
 }
 
@@ -298,9 +331,33 @@ Outcome run_case(const Case& c) {
   for (Placed* p : used) {
     TT_CUDA(p->buf.alloc(p->alloc_bytes()));
     p->m.ptr = p->buf.c() + p->front;
-    // Everything not an element (ld / batch padding, misalignment gaps) is NaN: a read of it
-    // would show in the result.
-    TT_CUDA(cudaMemsetAsync(p->buf.p, kPoison, p->alloc_bytes(), s));
+    // Everything not an element (ld / batch padding, misalignment gaps) is NaN (s8: -1): a read of
+    // it would show in the result.
+    TT_CUDA(cudaMemsetAsync(p->buf.p, p == &D && c.dt == DType::S32 ? kPoisonS32 : kPoison, p->alloc_bytes(), s));
+  }
+  // The s8 scales, drawn on the host (the oracle reads the same floats).
+  const bool s8 = c.ab == DType::S8;
+  const bool row_wise = c.scale_mode == tessera::ScaleMode::RowWise;
+  std::vector<float> scale_a_host, scale_b_host;
+  DeviceBuffer scale_a_buf, scale_b_buf;
+  const float* scale_a = nullptr;
+  const float* scale_b = nullptr;
+  if (c.scale_mode != tessera::ScaleMode::None) {
+    std::mt19937_64 rng(mix_seed(out.seed ^ 0x5CA1E5));
+    std::uniform_real_distribution<double> unit(0.5, 1.5);
+    const double base = 1.0 / (128.0 * std::pow(double(std::max<int64_t>(c.k, 1)), 0.25));
+    for (auto [host, buf, ptr, length] :
+         {std::tuple<std::vector<float>*, DeviceBuffer*, const float**, int64_t>{&scale_a_host, &scale_a_buf, &scale_a,
+                                                                                 row_wise ? c.m : 1},
+          {&scale_b_host, &scale_b_buf, &scale_b, row_wise ? c.n : 1}}) {
+      host->resize(size_t(std::max<int64_t>(length, 0)));
+      for (float& x : *host) x = float(base * unit(rng));
+      TT_CUDA(buf->alloc(size_t(length + c.scale_offset) * sizeof(float)));
+      *ptr = reinterpret_cast<const float*>(buf->p) + c.scale_offset;
+      if (length > 0)
+        TT_CUDA(cudaMemcpyAsync(const_cast<float*>(*ptr), host->data(), host->size() * sizeof(float),
+                                cudaMemcpyHostToDevice, s));
+    }
   }
   const uint64_t sa = mix_seed(out.seed ^ 0xA), sb = mix_seed(out.seed ^ 0xB), sc = mix_seed(out.seed ^ 0xC);
   TT_CUDA(fill_uniform(const_cast<void*>(A.m.ptr), c.ab, A.stored, A.outer, A.inner, A.m.ld, A.batch_stride_used(), sa, s));
@@ -322,7 +379,7 @@ Outcome run_case(const Case& c) {
   if (!problems.empty()) return out;
 
   // ---- tessera --------------------------------------------------------------------------------
-  const tessera::GemmArgs g = make_args(c, A, B, C, D, Bias);
+  const tessera::GemmArgs g = make_args(c, A, B, C, D, Bias, scale_a, scale_b);
 
   size_t need = 0;
   const tessera::Status ws_status = tessera::gemm_workspace_size(g, &need);
@@ -382,8 +439,26 @@ Outcome run_case(const Case& c) {
   // ---- oracle ---------------------------------------------------------------------------------
   const int64_t M = c.m, N = c.n, K = c.k, L = c.batch;
   const size_t count = size_t(std::max<int64_t>(M * N * L, 0));
-  std::vector<float> ref(count, 0.0f);
-  if (count > 0 && K > 0) {
+  std::vector<float> ref(s8 ? 0 : count, 0.0f);
+  std::vector<int64_t> sums(s8 ? count : 0, 0);  // s8: the exact sums, laid out as ref
+  if (s8 && count > 0 && K > 0) {
+    // op(A)(i, k) and op(B)(k, j) as (row stride, column stride) of the stored matrices.
+    auto strides = [](const Placed& p) {
+      return p.m.layout == Layout::RowMajor ? std::pair<int64_t, int64_t>{p.m.ld, 1}
+                                            : std::pair<int64_t, int64_t>{1, p.m.ld};
+    };
+    const auto [a_sr, a_sc] = strides(A);
+    const auto [b_sr, b_sc] = strides(B);
+    const bool ta = c.op_a == Op::T, tb = c.op_b == Op::T;
+    DeviceBuffer r;
+    TT_CUDA(r.alloc(count * sizeof(int64_t)));
+    TT_CUDA(int8_gemm_reference(static_cast<const int8_t*>(A.m.ptr), ta ? a_sc : a_sr, ta ? a_sr : a_sc,
+                                A.batch_stride_used(), static_cast<const int8_t*>(B.m.ptr), tb ? b_sr : b_sc,
+                                tb ? b_sc : b_sr, B.batch_stride_used(), M, N, K, L, static_cast<int64_t*>(r.p), s));
+    TT_CUDA(cudaMemcpyAsync(sums.data(), r.p, count * sizeof(int64_t), cudaMemcpyDeviceToHost, s));
+    TT_CUDA(cudaStreamSynchronize(s));
+  }
+  if (!s8 && count > 0 && K > 0) {
     DeviceBuffer r;
     TT_CUDA(r.alloc(count * sizeof(float)));
     cublasHandle_t h = blas();
@@ -407,17 +482,34 @@ Outcome run_case(const Case& c) {
 
   // ---- comparison ----------------------------------------------------------------------------------
   const size_t es = D.es();
+  const bool exact = c.dt == DType::S32;
   std::vector<uint8_t> is_elem(after.size(), 0);
   double num = 0.0, den = 0.0;
-  int64_t nonfinite = 0;
+  int64_t nonfinite = 0, mismatches = 0;
   std::string first_bad;
   for (int64_t l = 0; l < L; ++l)
     for (int64_t j = 0; j < N; ++j)
       for (int64_t i = 0; i < M; ++i) {
         const size_t at = D.front + size_t(D.offset(l, i, j)) * es;
         std::memset(&is_elem[at], 1, es);
+        const size_t at_ref = size_t(l * M * N + i + j * M);
+        if (exact) {  // the int32 sums, bit for bit
+          int32_t got;
+          std::memcpy(&got, &after[at], 4);
+          const int64_t want = sums[at_ref];
+          if (got != want && !mismatches++)
+            first_bad = "(" + std::to_string(l) + "," + std::to_string(i) + "," + std::to_string(j) + "): got " +
+                        std::to_string(got) + (got == int32_t(0x80808080) ? " (the poison: unwritten)" : "") +
+                        ", want " + std::to_string(want);
+          num += (double(got) - double(want)) * (double(got) - double(want));
+          den += double(want) * double(want);
+          continue;
+        }
         const double got = load(&after[at], c.dt);
-        double want = double(c.alpha) * ref[size_t(l * M * N + i + j * M)];
+        const double product = s8 ? double(sums[at_ref]) * (scale_a ? double(scale_a_host[row_wise ? i : 0]) : 1.0) *
+                                        (scale_b ? double(scale_b_host[row_wise ? j : 0]) : 1.0)
+                                  : double(ref[at_ref]);
+        double want = double(c.alpha) * product;
         if (use_c) {
           const double cv = c.in_place ? load(&before[at], c.dt)
                                        : load(&c_host[C.front + size_t(C.offset(l, i, j)) * es], c.dt);
@@ -437,10 +529,14 @@ Outcome run_case(const Case& c) {
         den += want * want;
       }
   out.rel_err = std::sqrt(num) / std::max(std::sqrt(den), 1e-3);
+  out.mismatches = mismatches;
   if (nonfinite)
     problems += std::to_string(nonfinite) + " NaN/Inf outputs (unwritten or wrong), first at (batch,row,col) " +
                 first_bad + "; ";
-  if (!(out.rel_err <= out.tol)) {
+  if (mismatches)
+    problems += std::to_string(mismatches) + " of " + std::to_string(M * N * L) +
+                " int32 outputs differ from the exact sums, first at (batch,row,col) " + first_bad + "; ";
+  if (!exact && !(out.rel_err <= out.tol)) {
     char buf[160];
     std::snprintf(buf, sizeof buf, "relative error %.3e above tolerance %.1e; ", out.rel_err, out.tol);
     problems += buf;

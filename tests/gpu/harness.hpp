@@ -6,6 +6,10 @@
 // plus: no NaN/Inf in D, guard bands and D's padding (bytes between rows/batches) untouched.
 // (The 1e-3 floor only matters for 1x1-sized results whose value happens to be tiny, where an
 // f16 subnormal's absolute rounding would otherwise read as a large relative error.)
+// S8 operands (uniform integers in [-128, 127]): the oracle is the exact int64 sums from a plain GPU
+// kernel (gpu_helpers.hpp int8_gemm_reference) instead of cuBLAS; an S32 D must equal them exactly
+// (D poisoned with 0x80 bytes, a value no sum reaches), a float D must match
+// act(alpha * scale_a[i] * scale_b[j] * sum + beta * C + bias) in fp64 within the tolerance.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -29,7 +33,7 @@ uint64_t fresh_seed();
 const char* dtype_name(tessera::DType t);
 size_t dtype_bytes(tessera::DType t);
 
-// Tolerance on rel_err for (A/B dtype, D dtype, precision of fp32 operands).
+// Tolerance on rel_err for (A/B dtype, D dtype, precision of fp32 operands); 0 for an S32 D (exact).
 double tolerance(tessera::DType ab, tessera::DType d, tessera::Precision precision = tessera::Precision::Default);
 
 // How one matrix of a case is stored.
@@ -62,6 +66,11 @@ struct Case {
   MatSpec bias_spec;
   tessera::Activation activation = tessera::Activation::None;
   tessera::Precision precision = tessera::Precision::Default;  // fp32 operands: tf32 or 3xTF32
+  // S8 operands: dequantisation scales, random positive fp32 values of about 1 / (128 K^(1/4)) (so a
+  // dequantised D is of order 1), one each (Tensor) or M and N (RowWise), in allocations of their
+  // own starting scale_offset floats in (a 4-byte but not 16-byte aligned pointer when odd).
+  tessera::ScaleMode scale_mode = tessera::ScaleMode::None;
+  int64_t scale_offset = 0;
   bool in_place = false;  // C is D (beta != 0)
   Workspace workspace = Workspace::Full;
   cudaStream_t stream = nullptr;
@@ -79,6 +88,7 @@ struct Outcome {
   double rel_err = 0.0;
   double tol = 0.0;
   size_t workspace_bytes = 0;
+  int64_t mismatches = 0;  // S32 D: outputs that differ from the exact sums
   std::string problems;  // everything that went wrong, "" when the case passed
   bool passed() const { return problems.empty(); }
 };
@@ -102,7 +112,7 @@ void record_result(const std::string& suite, const std::string& group, bool pass
 void set_summary_labels(const std::string& suite, const std::string& err, const std::string& tol,
                         const std::string& err2 = "");
 
-// The value of one stored f16 / bf16 / f32 element (host memory).
+// The value of one stored f16 / bf16 / f32 / s8 / s32 element (host memory).
 double host_value(const void* p, tessera::DType t);
 
 // The bytes of a device buffer (synchronises `s`); a CUDA error is appended to *problems.

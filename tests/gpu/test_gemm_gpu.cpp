@@ -9,7 +9,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -1656,6 +1659,433 @@ TEST_F(GemmEpilogueBigBatch, MoreBatchesThanOneGridHolds) {
       c.bias = mode;
       c.activation = tessera::Activation::Relu;
       check("GemmEpilogueBigBatch", (cfg.empty() ? std::string("heuristic") : cfg) + " batch 65537 with a bias", c);
+    }
+}
+
+// ===================================================================================================
+// 12. int8 operands (DType::S8): the exact int32 sums (an S32 D) and dequantised float D.
+// ===================================================================================================
+//
+// Oracle: exact int64 sums from a plain GPU kernel (harness.hpp); an S32 D must match bit for bit, a
+// float D act(alpha * scale_a[i] * scale_b[j] * sum + beta * C + bias) within D's rounding. The
+// configs: the heuristic and every row with Config::s8 (the sm90 rows of TESSERA_SM90_S8 in
+// configs.def, and the fallback) forced by name; every other row must refuse s8 by name.
+
+using tessera::ScaleMode;
+
+std::vector<std::string> s8_config_names() {
+  std::vector<std::string> v = {""};
+  for (const ti::Config& c : ti::configs())
+    if (c.s8) v.push_back(c.name);
+  return v;
+}
+
+const DType kS8Outputs[] = {DType::S32, DType::BF16, DType::F16, DType::F32};
+
+// What this device and workspace make of an explicit config on an s8 case: expect_support's rules,
+// and a tensor-core row without the workspace for the K-major copies refuses (the heuristic falls
+// back to the CUDA cores instead).
+void expect_s8_support(Case& c) {
+  expect_support(c);
+  if (c.expect != TESSERA_STATUS_SUCCESS || !needs_alignment(c.config) || c.workspace == Workspace::Full) return;
+  if (tt::workspace_needed(c) > 0) {
+    c.expect = TESSERA_STATUS_NOT_SUPPORTED;
+    c.expect_message = "workspace";
+  }
+}
+
+// An s8 case of order-1 float outputs: scales (Case::scale_mode) of about 1 / (128 K^(1/4)), or
+// without scales alpha = 1 / (128^2 sqrt(K)) (so that f16's range holds D). An S32 D takes no scales.
+Case s8_case(const std::string& cfg, DType dt, ScaleMode scales, int combo, const Shape& s) {
+  Case c;
+  c.config = cfg;
+  c.ab = DType::S8;
+  c.dt = dt;
+  apply_layout(c, combo);
+  c.m = s.m;
+  c.n = s.n;
+  c.k = s.k;
+  c.scale_mode = dt == DType::S32 ? ScaleMode::None : scales;
+  if (dt != DType::S32 && c.scale_mode == ScaleMode::None)
+    c.alpha = float(1.0 / (16384.0 * std::sqrt(double(std::max<int64_t>(s.k, 1)))));
+  return c;
+}
+
+std::string s8_group(const std::string& cfg, DType dt) {
+  return (cfg.empty() ? std::string("heuristic") : cfg) + " s8->" + dn(dt);
+}
+
+class GemmS8 : public GpuTest {
+ public:
+  static void TearDownTestSuite() { tt::print_summary("GemmS8"); }
+};
+
+// Every config x 8 layouts (op_a, op_b, D's layout) x the four D dtypes x ragged shapes, the scale
+// modes rotating (none, tensor, row-wise) so that each meets every float dtype and config; padded
+// leading dimensions on half the shapes (D's padding must stay as it was); the heuristic also
+// without workspace (non-K-major or unaligned operands then run on the CUDA cores).
+TEST_F(GemmS8, EveryLayoutAndOutput) {
+  const Shape shapes[] = {{1, 1, 1}, {7, 16, 33}, {128, 256, 64}, {257, 100, 129}, {130, 300, 4096}};
+  for (const std::string& cfg : s8_config_names())
+    for (int combo = 0; combo < 8; ++combo)
+      for (DType dt : kS8Outputs)
+        for (int si = 0; si < 5; ++si)
+          for (Workspace ws : {Workspace::Full, Workspace::None}) {
+            if (ws == Workspace::None && !cfg.empty()) continue;
+            Case c = s8_case(cfg, dt, ScaleMode((combo + si + int(dt)) % 3), combo, shapes[si]);
+            if (si % 2) {  // ld > packed: A's by 16 (its rows stay 16-byte aligned where K's are), B's and D's by 3
+              c.a.ld_pad = 16;
+              c.b.ld_pad = 3;
+              c.d.ld_pad = 3;
+            }
+            c.workspace = ws;
+            expect_s8_support(c);
+            check("GemmS8", s8_group(cfg, dt) + (ws == Workspace::None ? " no workspace" : ""), c);
+          }
+}
+
+// More tiles than SMs (the persistent kernels loop over tiles).
+TEST_F(GemmS8, MoreTilesThanSms) {
+  for (const std::string& cfg : s8_config_names())
+    for (int combo : {1, 1 | 4})
+      for (DType dt : {DType::S32, DType::BF16}) {
+        Case c = s8_case(cfg, dt, ScaleMode::RowWise, combo, {3000, 2900, 48});
+        expect_s8_support(c);
+        check("GemmS8", s8_group(cfg, dt) + " 3000x2900x48", c);
+      }
+}
+
+// Ragged M and N (1 ... 257) with K rotating through 0 ... 33, 64, 100 and 4096; then every such K on
+// two fixed shapes. Layouts, D dtypes and scale modes rotate too.
+TEST_F(GemmS8, RaggedExtents) {
+  const int64_t extents[] = {1, 7, 16, 33, 100, 128, 257};
+  std::vector<int64_t> ks;
+  for (int64_t k = 0; k <= 33; ++k) ks.push_back(k);
+  for (int64_t k : {64, 100, 4096}) ks.push_back(k);
+  int v = 0;
+  for (const std::string& cfg : s8_config_names()) {
+    for (int64_t m : extents)
+      for (int64_t n : extents) {
+        const DType dt = kS8Outputs[v % 4];
+        Case c = s8_case(cfg, dt, ScaleMode(v % 3), v % 8, {m, n, ks[size_t(v) % ks.size()]});
+        ++v;
+        expect_s8_support(c);
+        check("GemmS8", s8_group(cfg, dt) + " ragged M, N", c);
+      }
+    for (int64_t k : ks)
+      for (const Shape& s : {Shape{33, 100, k}, Shape{128, 257, k}}) {
+        const DType dt = ++v % 2 ? DType::S32 : DType::F32;
+        Case c = s8_case(cfg, dt, ScaleMode::RowWise, int(k % 8), s);
+        expect_s8_support(c);
+        check("GemmS8", s8_group(cfg, dt) + " K sweep", c);
+      }
+  }
+}
+
+// The fused epilogue on a dequantised D: bias per column and per row (one per batch, or shared),
+// relu and gelu (silu and gelu_tanh once each), beta * C, C in place of D, scales per tensor and
+// row-wise; batch 2, ragged tiles.
+TEST_F(GemmS8, DequantisedEpilogue) {
+  int v = 0;
+  for (const std::string& cfg : s8_config_names())
+    for (DType dt : {DType::BF16, DType::F16, DType::F32}) {
+      for (tessera::BiasMode mode : kBiasModes)
+        for (Activation act : {Activation::Relu, Activation::Gelu})
+          for (int combo : {1, 2 | 4}) {
+            ++v;
+            Case c = s8_case(cfg, dt, v % 2 ? ScaleMode::Tensor : ScaleMode::RowWise, combo, {200, 136, 72});
+            c.batch = 2;
+            c.bias = mode;
+            c.activation = act;
+            c.bias_spec.batched = v % 3 != 0;
+            c.alpha = 0.5f;
+            c.beta = -1.25f;
+            expect_s8_support(c);
+            check("GemmS8", s8_group(cfg, dt) + " epilogue", c);
+          }
+      for (Activation act : {Activation::Silu, Activation::GeluTanh}) {
+        Case c = s8_case(cfg, dt, ScaleMode::RowWise, 3, {65, 90, 300});
+        c.bias = tessera::BiasMode::PerColumn;
+        c.activation = act;
+        expect_s8_support(c);
+        check("GemmS8", s8_group(cfg, dt) + " epilogue", c);
+      }
+      for (int combo : {1, 2 | 4}) {  // C is D: read before D is written
+        Case c = s8_case(cfg, dt, ScaleMode::RowWise, combo, {100, 72, 40});
+        c.in_place = true;
+        c.beta = 0.75f;
+        c.bias = tessera::BiasMode::PerRow;
+        expect_s8_support(c);
+        check("GemmS8", s8_group(cfg, dt) + " in place", c);
+      }
+    }
+}
+
+// Batches: packed, A / B broadcast (by count or by stride 0), C broadcast, padded strides, D with
+// interleaved batches; the scales are shared by every batch.
+TEST_F(GemmS8, Batched) {
+  const char* variants[] = {"packed",   "a_bcast",         "a_bcast_stride0", "b_bcast",      "b_bcast_stride0",
+                            "c_bcast",  "padded_strides8", "padded_strides3", "interleaved_d"};
+  for (const std::string& cfg : s8_config_names())
+    for (const char* var : variants)
+      for (DType dt : {DType::S32, DType::BF16})
+        for (int combo : {1, 2 | 4}) {
+          Case c = s8_case(cfg, dt, ScaleMode::RowWise, combo, {33, 17, 40});
+          apply_batch_variant(c, var);
+          if (dt != DType::S32) {
+            c.beta = -1.25f;
+            c.bias = tessera::BiasMode::PerColumn;
+          }
+          expect_s8_support(c);
+          check("GemmS8", s8_group(cfg, dt) + " batched " + var, c);
+        }
+}
+
+// Base pointers 1 ... 15 bytes past 16-byte alignment (A, B; D and the scales by whole elements),
+// with and without workspace: explicit tensor-core rows refuse without it, the heuristic falls back
+// to the CUDA cores. Aligned K-major operands need no workspace on any s8 row.
+TEST_F(GemmS8, UnalignedPointers) {
+  for (const std::string& cfg : s8_config_names())
+    for (Workspace ws : {Workspace::Full, Workspace::None})
+      for (int64_t off = 1; off <= 15; ++off) {
+        const DType dt = off % 2 ? DType::S32 : off % 4 ? DType::BF16 : DType::F32;
+        Case c = s8_case(cfg, dt, off % 3 ? ScaleMode::RowWise : ScaleMode::Tensor, off % 5 ? 1 : 2 | 4,
+                         {100, 129, 64});
+        c.a.elem_offset = off;
+        c.b.elem_offset = 16 - off;
+        c.d.elem_offset = off % 4;
+        c.scale_offset = off % 3;
+        c.workspace = ws;
+        expect_s8_support(c);
+        check("GemmS8", s8_group(cfg, dt) + " unaligned" + (ws == Workspace::None ? ", no workspace" : ""), c);
+      }
+  for (const std::string& cfg : s8_config_names())
+    for (DType dt : {DType::S32, DType::F16})
+      for (int combo : {1, 1 | 4}) {
+        Case c = s8_case(cfg, dt, ScaleMode::Tensor, combo, {128, 256, 64});
+        c.workspace = Workspace::None;
+        EXPECT_EQ(tt::workspace_needed(c), 0u) << tt::describe(c);
+        expect_s8_support(c);
+        check("GemmS8", s8_group(cfg, dt) + " aligned, no workspace", c);
+      }
+}
+
+// Every config without an s8 kernel refuses s8 by name (NOT_SUPPORTED, D untouched); so does the
+// flipped orientation of an s8 row (it needs a 16-bit D of the operands' dtype).
+TEST_F(GemmS8, ConfigsWithoutS8Refuse) {
+  for (const ti::Config& cfg : ti::configs())
+    for (DType dt : {DType::S32, DType::BF16}) {
+      Case c = s8_case(cfg.name, dt, ScaleMode::Tensor, 1, {64, 64, 64});
+      if (!cfg.s8) {
+        c.expect = TESSERA_STATUS_NOT_SUPPORTED;
+        c.expect_message = "no kernel for s8 operands";
+        check("GemmS8", std::string("refuses ") + cfg.name, c);
+      } else if (cfg.flip) {
+        c.config = std::string(cfg.name) + "+flip";
+        c.expect = TESSERA_STATUS_NOT_SUPPORTED;
+        c.expect_message = "config";
+        check("GemmS8", std::string("refuses ") + cfg.name + "+flip", c);
+      }
+    }
+}
+
+// The heuristic (and gemm_select_config) picks a config that runs s8, on Hopper an sm90 row (the
+// operands are copied K-major where TMA cannot read them as they are); s8 runs data-parallel, so
+// aligned K-major operands need no workspace at all, even where 16-bit operands would split K.
+TEST_F(GemmS8, SelectionPicksAnS8Config) {
+  const DeviceFacts f = device_facts();
+  for (const Shape& s : {Shape{4096, 4096, 4096}, Shape{128, 4096, 4096}, Shape{128, 128, 16384}, Shape{17, 33, 7},
+                         Shape{1000, 1000, 1000}, Shape{1, 1, 1}})
+    for (int combo : {1, 0, 1 | 4})
+      for (DType dt : {DType::S32, DType::BF16}) {
+        tessera::GemmArgs g;
+        g.op_a = combo & 1 ? Op::T : Op::N;
+        g.op_b = combo & 2 ? Op::T : Op::N;
+        g.a = tessera::dense(reinterpret_cast<const void*>(uintptr_t(1) << 40), DType::S8, g.op_a == Op::N ? s.m : s.k,
+                             g.op_a == Op::N ? s.k : s.m, Layout::ColMajor);
+        g.b = tessera::dense(reinterpret_cast<const void*>(uintptr_t(2) << 40), DType::S8, g.op_b == Op::N ? s.k : s.n,
+                             g.op_b == Op::N ? s.n : s.k, Layout::ColMajor);
+        g.d = tessera::dense(reinterpret_cast<const void*>(uintptr_t(3) << 40), dt, s.m, s.n,
+                             combo & 4 ? Layout::ColMajor : Layout::RowMajor);
+        if (dt != DType::S32) {
+          g.scale_mode = ScaleMode::RowWise;
+          g.scale_a = reinterpret_cast<const float*>(uintptr_t(4) << 40);
+          g.scale_b = reinterpret_cast<const float*>(uintptr_t(5) << 40);
+        }
+        const std::string what = shape_name(s) + " " + layout_name(combo) + " s8->" + dn(dt);
+        std::string name;
+        const tessera::Status st = tessera::gemm_select_config(g, &name);
+        ASSERT_TRUE(st.ok()) << what << ": " << st.message;
+        const ti::Config* cfg = ti::find_config(name);
+        ASSERT_NE(cfg, nullptr) << what << ": '" << name << "' (s8 has no flipped orientation)";
+        EXPECT_TRUE(cfg->s8) << what << ": " << name;
+        if (f.cc == 90 && s.k >= 16) {
+          EXPECT_EQ(cfg->kernel, ti::Kernel::Sm90) << what << ": " << name;
+        }
+        size_t bytes = 1;
+        ASSERT_TRUE(tessera::gemm_workspace_size(g, &bytes).ok()) << what;
+        if (combo == 1 && s.k % 16 == 0) {
+          EXPECT_EQ(bytes, 0u) << what << ": K-major and aligned: no copy, no split-K";
+        }
+        if (combo == 0 && f.cc == 90) {
+          EXPECT_GT(bytes, 0u) << what << ": A is not K-major: its K-major copy";
+        }
+      }
+}
+
+// Split-K and stream-K forced through the environment do not apply to s8 (its int32 sums have no
+// fix-up): the sums stay exact, bit for bit on a second run.
+TEST_F(GemmS8, SplitKAndStreamKOverridesDoNotApply) {
+  if (device_facts().cc != 90) GTEST_SKIP() << "split-K and stream-K run on the sm90 path only";
+  for (auto [var, value] : {std::pair<const char*, const char*>{"TESSERA_GEMM_SPLITS", "3"},
+                            {"TESSERA_GEMM_STREAMK", "1"}}) {
+    EnvGuard env(var, value);
+    for (const std::string& cfg : s8_config_names())
+      for (DType dt : {DType::S32, DType::BF16}) {
+        Case c = s8_case(cfg, dt, ScaleMode::RowWise, 1, {200, 136, 1000});
+        c.repeat_bitwise = true;
+        expect_s8_support(c);
+        check("GemmS8", s8_group(cfg, dt) + " " + var, c);
+      }
+  }
+}
+
+// The host path: a non-default stream, a CUDA graph (the K-major copies into the workspace are
+// captured too), the C ABI (the scale fields cross it), a second run bit for bit.
+TEST_F(GemmS8, StreamsGraphsAndTheCAbi) {
+  cudaStream_t st = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+  std::vector<std::string> cfgs = {""};
+  if (device_facts().cc == 90)
+    for (const ti::Config& c : ti::configs())
+      if (c.s8 && c.kernel == ti::Kernel::Sm90) cfgs.push_back(c.name);
+  for (const std::string& cfg : cfgs)
+    for (DType dt : {DType::S32, DType::BF16})
+      for (int variant = 0; variant < 4; ++variant) {
+        Case c = s8_case(cfg, dt, ScaleMode::RowWise, 2 | 4, {100, 129, 77});  // "nt": both operands copied
+        c.stream = st;
+        c.capture_graph = variant == 1;
+        c.use_c_abi = variant == 2;
+        c.repeat_bitwise = variant == 3;
+        expect_s8_support(c);
+        check("GemmS8", s8_group(cfg, dt) + " stream / graph / C ABI / repeat", c);
+      }
+  ASSERT_EQ(cudaStreamDestroy(st), cudaSuccess);
+}
+
+// Invalid s8 arguments with real device memory: INVALID_ARGUMENT naming the argument through the C++
+// API, the C ABI, gemm_workspace_size and gemm_select_config, and nothing written.
+TEST_F(GemmS8, InvalidArgumentsWriteNothing) {
+  const int64_t M = 64, N = 48, K = 32;
+  Buf a(4 * M * K), b(4 * K * N), d(4 * M * N), sc(4 * (M + N) + 64);
+  ASSERT_EQ(cudaMemset(a.p, 0x01, a.bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemset(b.p, 0x01, b.bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemset(d.p, 0xFF, d.bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemset(sc.p, 0, sc.bytes), cudaSuccess);
+  const auto a0 = a.host(), b0 = b.host(), d0 = d.host();
+  const float* sa = static_cast<const float*>(sc.p);
+  const float* sb = sa + M;
+  auto valid = [&](DType dt) {
+    tessera::GemmArgs g;
+    g.a = tessera::dense(a.p, DType::S8, M, K, Layout::RowMajor);
+    g.b = tessera::dense(b.p, DType::S8, K, N, Layout::ColMajor);
+    g.d = tessera::dense(d.p, dt, M, N);
+    if (dt != DType::S32) {
+      g.scale_mode = ScaleMode::RowWise;
+      g.scale_a = sa;
+      g.scale_b = sb;
+    }
+    return g;
+  };
+  struct Bad {
+    const char* what;
+    tessera::GemmArgs g;
+    const char* needle;
+  };
+  std::vector<Bad> bad;
+  auto add = [&](const char* what, DType dt, const char* needle, const std::function<void(tessera::GemmArgs&)>& edit) {
+    tessera::GemmArgs g = valid(dt);
+    edit(g);
+    bad.push_back({what, g, needle});
+  };
+  add("s32 D with scales", DType::S32, "scale_mode", [&](tessera::GemmArgs& g) {
+    g.scale_mode = ScaleMode::Tensor;
+    g.scale_a = sa;
+    g.scale_b = sb;
+  });
+  add("s32 D with alpha 2", DType::S32, "alpha", [](tessera::GemmArgs& g) { g.alpha = 2.0f; });
+  add("s32 D with beta 1 (C = D)", DType::S32, "beta", [](tessera::GemmArgs& g) {
+    g.beta = 1.0f;
+    g.c = g.d;
+  });
+  add("s32 D with a bias", DType::S32, "bias_mode", [&](tessera::GemmArgs& g) {
+    g.bias = sc.p;
+    g.bias_mode = tessera::BiasMode::PerColumn;
+  });
+  add("s32 D with relu", DType::S32, "activation", [](tessera::GemmArgs& g) { g.activation = Activation::Relu; });
+  add("tensor scales, scale_a null", DType::BF16, "scale_a", [](tessera::GemmArgs& g) {
+    g.scale_mode = ScaleMode::Tensor;
+    g.scale_a = nullptr;
+  });
+  add("row-wise scales, scale_b null", DType::BF16, "scale_b", [](tessera::GemmArgs& g) { g.scale_b = nullptr; });
+  add("scale_a without a scale mode", DType::F32, "scale_a", [](tessera::GemmArgs& g) {
+    g.scale_mode = ScaleMode::None;
+    g.scale_b = nullptr;
+  });
+  add("scale_a 2 bytes past 4-byte alignment", DType::BF16, "scale_a", [&](tessera::GemmArgs& g) {
+    g.scale_a = reinterpret_cast<const float*>(sc.c() + 2);
+  });
+  add("scale_b on top of D", DType::BF16, "scale_b",
+      [&](tessera::GemmArgs& g) { g.scale_b = static_cast<const float*>(d.p); });
+  add("scale mode 7", DType::BF16, "scale_mode", [](tessera::GemmArgs& g) { g.scale_mode = ScaleMode(7); });
+  add("scales on f16 operands", DType::BF16, "scale_mode",
+      [](tessera::GemmArgs& g) { g.a.dtype = g.b.dtype = DType::F16; });
+  add("s8 A with f16 B", DType::BF16, "b.dtype", [](tessera::GemmArgs& g) { g.b.dtype = DType::F16; });
+  add("s32 operands", DType::S32, "a.dtype", [](tessera::GemmArgs& g) { g.a.dtype = g.b.dtype = DType::S32; });
+  add("s8 D", DType::S32, "d.dtype", [](tessera::GemmArgs& g) { g.d.dtype = DType::S8; });
+  add("f16 operands with an s32 D", DType::S32, "d.dtype",
+      [](tessera::GemmArgs& g) { g.a.dtype = g.b.dtype = DType::F16; });
+  add("tf32 precision on s8 operands", DType::F32, "precision",
+      [](tessera::GemmArgs& g) { g.precision = tessera::Precision::TF32; });
+  for (const Bad& x : bad) {
+    SCOPED_TRACE(x.what);
+    const tessera::Status s = tessera::gemm(x.g, nullptr, nullptr, 0);
+    EXPECT_EQ(s.code, TESSERA_STATUS_INVALID_ARGUMENT) << s.message;
+    EXPECT_NE(s.message.find(x.needle), std::string::npos) << s.message;
+    const tessera_gemm_args_t ca = tessera::to_c(x.g);
+    EXPECT_EQ(tessera_gemm(&ca, nullptr, 0, nullptr), TESSERA_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(tessera_last_error()).find(x.needle), std::string::npos) << tessera_last_error();
+    size_t bytes = 0;
+    EXPECT_EQ(tessera::gemm_workspace_size(x.g, &bytes).code, TESSERA_STATUS_INVALID_ARGUMENT);
+    std::string name;
+    EXPECT_EQ(tessera::gemm_select_config(x.g, &name).code, TESSERA_STATUS_INVALID_ARGUMENT);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_TRUE(d.host() == d0) << "D modified";
+    EXPECT_TRUE(a.host() == a0) << "A modified";
+    EXPECT_TRUE(b.host() == b0) << "B modified";
+  }
+  // And a valid call does write D: K products of 1 * 1 (0x01 bytes) each.
+  ASSERT_TRUE(tessera::gemm(valid(DType::S32), nullptr, nullptr, 0).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto d1 = d.host();
+  for (int64_t i = 0; i < M * N; ++i) {
+    int32_t v;
+    std::memcpy(&v, &d1[size_t(i) * 4], 4);
+    ASSERT_EQ(v, int32_t(K)) << "element " << i;
+  }
+}
+
+// More batches than one grid holds (65535): the launcher advances A and B by their 1-byte elements
+// and an s32 D by 4-byte ones, chunk by chunk; the scales stay shared. Last of the s8 tests: a launch
+// that faults leaves the process's CUDA context unusable for the tests that run after it.
+TEST_F(GemmS8, MoreBatchesThanOneGridHolds) {
+  for (const std::string& cfg : s8_config_names())
+    for (DType dt : {DType::S32, DType::BF16}) {
+      Case c = s8_case(cfg, dt, ScaleMode::RowWise, 1, {8, 16, 32});
+      c.batch = 65537;
+      if (dt != DType::S32) c.bias = tessera::BiasMode::PerColumn;
+      expect_s8_support(c);
+      check("GemmS8", s8_group(cfg, dt) + " batch 65537", c);
     }
 }
 
