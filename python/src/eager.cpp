@@ -2,9 +2,10 @@
 // launch out, in a single crossing. The facts the library needs (address, sizes, strides, dtype,
 // device) are read through the Python C API, so the module stays free of libtorch and its ABI.
 // Anything unusual (strides with no row/column-major form, broadcasting C, a bias to convert,
-// mixed devices, empty outputs, a device other than the current one) answers kGeneral and the
-// Python layer takes its general path, which handles it and raises the errors: this path never
-// changes what a call computes or how it fails, only what it costs.
+// mixed devices, empty outputs, a device other than the current one, int8 scales other than one
+// element each or (M,) / (N,) vectors) answers kGeneral and the Python layer takes its general path,
+// which handles it and raises the errors: this path never changes what a call computes or how it
+// fails, only what it costs.
 #include <Python.h>
 #include <cuda_runtime_api.h>
 #include <nanobind/nanobind.h>
@@ -33,9 +34,11 @@ bool capturing(uintptr_t stream) {
          capture != cudaStreamCaptureStatusNone;
 }
 
-// torch.float16 / bfloat16 / float32, registered by the Python layer (set_torch_dtypes).
-PyObject* g_dtypes[3] = {nullptr, nullptr, nullptr};
-const int kDtypeCodes[3] = {TESSERA_DTYPE_F16, TESSERA_DTYPE_BF16, TESSERA_DTYPE_F32};
+// torch.float16 / bfloat16 / float32 / int8 / int32, registered by the Python layer (set_torch_dtypes).
+constexpr int kDtypes = 5;
+PyObject* g_dtypes[kDtypes] = {nullptr, nullptr, nullptr, nullptr, nullptr};
+const int kDtypeCodes[kDtypes] = {TESSERA_DTYPE_F16, TESSERA_DTYPE_BF16, TESSERA_DTYPE_F32, TESSERA_DTYPE_S8,
+                                  TESSERA_DTYPE_S32};
 
 struct Names {  // interned attribute names
   PyObject *data_ptr, *shape, *stride, *dtype, *get_device;
@@ -85,8 +88,11 @@ bool view_of(nb::handle h, View* v) {
     if (stride && ptr && dtype && dev && int_tuple(shape, v->dim, v->size) && int_tuple(stride, v->dim, v->stride)) {
       v->ptr = uintptr_t(PyLong_AsUnsignedLongLong(ptr));
       v->device = int(PyLong_AsLong(dev));
-      for (int i = 0; i < 3; ++i)
-        if (dtype == g_dtypes[i]) v->dtype = kDtypeCodes[i];
+      for (int i = 0; i < kDtypes; ++i)
+        if (dtype == g_dtypes[i]) {
+          v->dtype = kDtypeCodes[i];
+          break;
+        }
       ok = !PyErr_Occurred();
     }
   }
@@ -126,6 +132,36 @@ bool matrix_of(const View& v, tessera::Matrix* m) {
   return true;
 }
 
+// A scale vector of `len` fp32 values as the Python layer's _scales accepts it without a copy:
+// (len,), or (len, 1) for `column` (scale_a: a row of op(A) each) / (1, len) otherwise (scale_b: a
+// column of op(B) each), with unit stride along len.
+bool scale_vector(const View& v, int64_t len, bool column) {
+  int64_t stride = 0;
+  if (v.dim == 1 && v.size[0] == len) stride = v.stride[0];
+  else if (v.dim == 2 && column && v.size[0] == len && v.size[1] == 1) stride = v.stride[0];
+  else if (v.dim == 2 && !column && v.size[0] == 1 && v.size[1] == len) stride = v.stride[1];
+  else return false;
+  return len <= 1 || stride == 1;
+}
+
+// The dequantisation scales of s8 operands into `g`: fp32 on `dev`, one element each (per tensor) or
+// scale_a (M,) / (M, 1) and scale_b (N,) / (1, N) (row-wise); false for anything else (one of them
+// missing, mixed modes, strided or misshapen vectors), which the general path handles or rejects.
+bool scales_of(nb::handle sa, nb::handle sb, int dev, tessera::GemmArgs* g) {
+  View va, vb;
+  if (sa.is_none() || sb.is_none() || !view_of(sa, &va) || !view_of(sb, &vb)) return false;
+  if (va.dtype != TESSERA_DTYPE_F32 || vb.dtype != TESSERA_DTYPE_F32 || va.device != dev || vb.device != dev)
+    return false;
+  if (va.numel() == 1 && vb.numel() == 1) g->scale_mode = tessera::ScaleMode::Tensor;
+  else if (scale_vector(va, g->d.rows, true) && scale_vector(vb, g->d.cols, false))
+    g->scale_mode = tessera::ScaleMode::RowWise;
+  else
+    return false;
+  g->scale_a = reinterpret_cast<const float*>(va.ptr);
+  g->scale_b = reinterpret_cast<const float*>(vb.ptr);
+  return true;
+}
+
 int current_device() {
   int d = -1;
   return cudaGetDevice(&d) == cudaSuccess ? d : -2;
@@ -150,7 +186,7 @@ int64_t launch_gemm(const tessera::GemmArgs& g, uintptr_t ws, size_t ws_bytes, b
 
 int64_t matmul_tensors(nb::handle a, nb::handle b, nb::handle c, nb::handle d, float alpha, float beta,
                        nb::handle bias, int activation, uintptr_t ws, size_t ws_bytes, bool ws_cached,
-                       uintptr_t stream, int max_sms, int precision) {
+                       uintptr_t stream, int max_sms, int precision, nb::handle scale_a, nb::handle scale_b) {
   View va, vb, vd;
   if (!view_of(a, &va) || !view_of(b, &vb) || !view_of(d, &vd)) return kGeneral;
   tessera::GemmArgs g;
@@ -185,6 +221,14 @@ int64_t matmul_tensors(nb::handle a, nb::handle b, nb::handle c, nb::handle d, f
   g.activation = tessera::Activation(activation);
   g.max_sms = max_sms;
   g.precision = tessera::Precision(precision);
+  // The int8 GEMM, as the general path (_torch.py: _output_dtype) takes it: int8 a and b, and an int32 d without
+  // scales or an f16 / bf16 / f32 d with them. The rest goes there, which names the error.
+  const bool scaled = !scale_a.is_none() || !scale_b.is_none();
+  if (scaled || va.dtype == TESSERA_DTYPE_S8 || vb.dtype == TESSERA_DTYPE_S8) {
+    if (va.dtype != TESSERA_DTYPE_S8 || vb.dtype != TESSERA_DTYPE_S8) return kGeneral;
+    if (scaled ? vd.dtype == TESSERA_DTYPE_S32 || !scales_of(scale_a, scale_b, dev, &g) : vd.dtype != TESSERA_DTYPE_S32)
+      return kGeneral;
+  }
   return launch_gemm(g, ws, ws_bytes, ws_cached, stream);
 }
 
@@ -253,20 +297,25 @@ int64_t attention_tensors(nb::handle q, nb::handle k, nb::handle v, nb::handle o
 void bind_eager(nb::module_& m) {
   m.def(
       "set_torch_dtypes",
-      [](nb::handle f16, nb::handle bf16, nb::handle f32) {
-        PyObject* objs[3] = {f16.ptr(), bf16.ptr(), f32.ptr()};
-        for (int i = 0; i < 3; ++i) {
+      [](nb::handle f16, nb::handle bf16, nb::handle f32, nb::handle s8, nb::handle s32) {
+        PyObject* objs[kDtypes] = {f16.ptr(), bf16.ptr(), f32.ptr(), s8.is_none() ? nullptr : s8.ptr(),
+                                   s32.is_none() ? nullptr : s32.ptr()};
+        for (int i = 0; i < kDtypes; ++i) {
           Py_XINCREF(objs[i]);  // kept for the life of the process
           g_dtypes[i] = objs[i];
         }
       },
-      "f16"_a, "bf16"_a, "f32"_a, "Registers torch.float16, torch.bfloat16, torch.float32 for the tensor entries.");
+      "f16"_a, "bf16"_a, "f32"_a, "s8"_a.none() = nb::none(), "s32"_a.none() = nb::none(),
+      "Registers torch.float16, torch.bfloat16, torch.float32 (and torch.int8, torch.int32: the int8\n"
+      "GEMM's operands and exact output) for the tensor entries.");
   m.def("matmul_tensors", &matmul_tensors, "a"_a, "b"_a, "c"_a.none(), "d"_a, "alpha"_a, "beta"_a, "bias"_a.none(),
         "activation"_a, "workspace"_a, "workspace_bytes"_a, "workspace_cached"_a, "stream"_a, "max_sms"_a,
-        "precision"_a = 0,
+        "precision"_a = 0, "scale_a"_a.none() = nb::none(), "scale_b"_a.none() = nb::none(),
         "d = act(alpha * a @ b + beta * c + bias) from torch tensors in one call: 0 when launched; the\n"
         "workspace bytes to allocate when the given workspace is too small (or is a cached one while\n"
-        "the stream is capturing); -1 when the general path must handle the call. Raises as gemm().");
+        "the stream is capturing); -1 when the general path must handle the call. int8 a and b:\n"
+        "scale_a and scale_b (fp32 tensors, one element each or scale_a (M,)/(M, 1)\n"
+        "and scale_b (N,)/(1, N)) dequantise to d's dtype. Raises as gemm().");
   m.def("attention_tensors", &attention_tensors, "q"_a, "k"_a, "v"_a, "o"_a, "lse"_a.none(), "causal"_a, "scale"_a,
         "bshd"_a, "stream"_a, "max_sms"_a, "workspace"_a, "workspace_bytes"_a, "workspace_cached"_a,
         "window_left"_a = -1, "window_right"_a = -1, "softcap"_a = 0.0f,

@@ -71,9 +71,17 @@ struct Epilogue {
   int activation = TESSERA_ACTIVATION_NONE;
 };
 
+// The dequantisation scales of s8 operands: fp32 device pointers (0 = none) and a SCALE_* code.
+struct Scales {
+  uintptr_t a = 0;
+  uintptr_t b = 0;
+  int mode = TESSERA_SCALE_NONE;
+};
+
 tessera::GemmArgs make_gemm_args(const tessera::Matrix& a, const tessera::Matrix& b, const tessera::Matrix& d,
                                  const tessera::Matrix* c, float alpha, float beta, int op_a, int op_b,
-                                 const std::string& config, const Epilogue& epi, int max_sms = 0, int precision = 0) {
+                                 const std::string& config, const Epilogue& epi, int max_sms = 0, int precision = 0,
+                                 const Scales& scales = {}) {
   tessera::GemmArgs g;
   g.a = a;
   g.b = b;
@@ -90,6 +98,9 @@ tessera::GemmArgs make_gemm_args(const tessera::Matrix& a, const tessera::Matrix
   g.activation = tessera::Activation(epi.activation);
   g.max_sms = max_sms;
   g.precision = tessera::Precision(precision);  // out-of-range codes are rejected by validation
+  g.scale_a = as_ptr<const float>(scales.a);
+  g.scale_b = as_ptr<const float>(scales.b);
+  g.scale_mode = tessera::ScaleMode(scales.mode);  // out-of-range codes are rejected by validation
   return g;
 }
 
@@ -110,6 +121,8 @@ NB_MODULE(_C, m) {
   m.attr("F16") = int(TESSERA_DTYPE_F16);
   m.attr("BF16") = int(TESSERA_DTYPE_BF16);
   m.attr("F32") = int(TESSERA_DTYPE_F32);
+  m.attr("S8") = int(TESSERA_DTYPE_S8);
+  m.attr("S32") = int(TESSERA_DTYPE_S32);
   m.attr("ROW_MAJOR") = int(TESSERA_ROW_MAJOR);
   m.attr("COL_MAJOR") = int(TESSERA_COL_MAJOR);
   m.attr("OP_N") = int(TESSERA_OP_N);
@@ -125,6 +138,9 @@ NB_MODULE(_C, m) {
   m.attr("PRECISION_DEFAULT") = int(TESSERA_PRECISION_DEFAULT);
   m.attr("PRECISION_TF32") = int(TESSERA_PRECISION_TF32);
   m.attr("PRECISION_TF32X3") = int(TESSERA_PRECISION_TF32X3);
+  m.attr("SCALE_NONE") = int(TESSERA_SCALE_NONE);
+  m.attr("SCALE_TENSOR") = int(TESSERA_SCALE_TENSOR);
+  m.attr("SCALE_ROWWISE") = int(TESSERA_SCALE_ROWWISE);
   m.attr("STATUS_SUCCESS") = int(TESSERA_STATUS_SUCCESS);
   m.attr("STATUS_INVALID_ARGUMENT") = int(TESSERA_STATUS_INVALID_ARGUMENT);
   m.attr("STATUS_NOT_SUPPORTED") = int(TESSERA_STATUS_NOT_SUPPORTED);
@@ -186,10 +202,10 @@ NB_MODULE(_C, m) {
       [](const tessera::Matrix& a, const tessera::Matrix& b, const tessera::Matrix& d, const tessera::Matrix* c,
          float alpha, float beta, int op_a, int op_b, uintptr_t workspace, size_t workspace_bytes, uintptr_t stream,
          const std::string& config, uintptr_t bias, int bias_mode, int64_t bias_batch_stride, int activation,
-         int max_sms, int precision) {
+         int max_sms, int precision, uintptr_t scale_a, uintptr_t scale_b, int scale_mode) {
         const tessera::GemmArgs g = make_gemm_args(a, b, d, c, alpha, beta, op_a, op_b, config,
                                                    Epilogue{bias, bias_mode, bias_batch_stride, activation}, max_sms,
-                                                   precision);
+                                                   precision, Scales{scale_a, scale_b, scale_mode});
         tessera::Status s;
         {
           nb::gil_scoped_release release;
@@ -201,27 +217,36 @@ NB_MODULE(_C, m) {
       "op_a"_a = int(TESSERA_OP_N), "op_b"_a = int(TESSERA_OP_N), "workspace"_a = 0, "workspace_bytes"_a = 0,
       "stream"_a = 0, "config"_a = "", "bias"_a = 0, "bias_mode"_a = int(TESSERA_BIAS_NONE),
       "bias_batch_stride"_a = 0, "activation"_a = int(TESSERA_ACTIVATION_NONE), "max_sms"_a = 0,
-      "precision"_a = int(TESSERA_PRECISION_DEFAULT),
+      "precision"_a = int(TESSERA_PRECISION_DEFAULT), "scale_a"_a = 0, "scale_b"_a = 0,
+      "scale_mode"_a = int(TESSERA_SCALE_NONE),
       "D = act(alpha * op(A) * op(B) + beta * C + bias) on `stream` (a cudaStream_t as an int; 0 = default\n"
       "stream). bias: a device pointer in D's dtype (0 = none) with bias_mode BIAS_PER_COLUMN (N values) or\n"
       "BIAS_PER_ROW (M values), batch l at bias + l * bias_batch_stride; activation: an ACTIVATION_* code.\n"
+      "precision: a PRECISION_* code (F32 operands). S8 operands: D S32 takes the exact int32 sums (alpha 1,\n"
+      "beta 0, no bias, activation or scales); D F16/BF16/F32 takes alpha * scale_a * scale_b * sums (+ beta C\n"
+      "+ bias, then the activation) with scale_a, scale_b fp32 device pointers (0 = none) and scale_mode\n"
+      "SCALE_TENSOR (one value each) or SCALE_ROWWISE (M values for the rows of op(A), N for the columns of\n"
+      "op(B)), shared by every batch.\n"
       "Asynchronous. Arguments are validated before anything is launched or written.");
 
   m.def(
       "gemm_workspace_size",
       [](const tessera::Matrix& a, const tessera::Matrix& b, const tessera::Matrix& d, const tessera::Matrix* c,
          float alpha, float beta, int op_a, int op_b, const std::string& config, uintptr_t bias, int bias_mode,
-         int64_t bias_batch_stride, int activation, int precision) {
+         int64_t bias_batch_stride, int activation, int precision, uintptr_t scale_a, uintptr_t scale_b,
+         int scale_mode) {
         size_t bytes = 0;
         check(tessera::gemm_workspace_size(make_gemm_args(a, b, d, c, alpha, beta, op_a, op_b, config,
-                                                          Epilogue{bias, bias_mode, bias_batch_stride, activation}, 0, precision),
+                                                          Epilogue{bias, bias_mode, bias_batch_stride, activation}, 0, precision,
+                                                          Scales{scale_a, scale_b, scale_mode}),
                                            &bytes));
         return bytes;
       },
       "a"_a, "b"_a, "d"_a, "c"_a.none() = nb::none(), "alpha"_a = 1.0f, "beta"_a = 0.0f,
       "op_a"_a = int(TESSERA_OP_N), "op_b"_a = int(TESSERA_OP_N), "config"_a = "", "bias"_a = 0,
       "bias_mode"_a = int(TESSERA_BIAS_NONE), "bias_batch_stride"_a = 0, "activation"_a = int(TESSERA_ACTIVATION_NONE),
-      "precision"_a = int(TESSERA_PRECISION_DEFAULT),
+      "precision"_a = int(TESSERA_PRECISION_DEFAULT), "scale_a"_a = 0, "scale_b"_a = 0,
+      "scale_mode"_a = int(TESSERA_SCALE_NONE),
       "Validates the GEMM arguments and returns the workspace bytes that let every operand take the\n"
       "fastest path on the current device (0 when none is needed; without a device, a bound for any).");
 
@@ -229,17 +254,20 @@ NB_MODULE(_C, m) {
       "gemm_select_config",
       [](const tessera::Matrix& a, const tessera::Matrix& b, const tessera::Matrix& d, const tessera::Matrix* c,
          float alpha, float beta, int op_a, int op_b, const std::string& config, uintptr_t bias, int bias_mode,
-         int64_t bias_batch_stride, int activation, int precision) {
+         int64_t bias_batch_stride, int activation, int precision, uintptr_t scale_a, uintptr_t scale_b,
+         int scale_mode) {
         std::string name;
         check(tessera::gemm_select_config(make_gemm_args(a, b, d, c, alpha, beta, op_a, op_b, config,
-                                                         Epilogue{bias, bias_mode, bias_batch_stride, activation}, 0, precision),
+                                                         Epilogue{bias, bias_mode, bias_batch_stride, activation}, 0, precision,
+                                                         Scales{scale_a, scale_b, scale_mode}),
                                           &name));
         return name;
       },
       "a"_a, "b"_a, "d"_a, "c"_a.none() = nb::none(), "alpha"_a = 1.0f, "beta"_a = 0.0f,
       "op_a"_a = int(TESSERA_OP_N), "op_b"_a = int(TESSERA_OP_N), "config"_a = "", "bias"_a = 0,
       "bias_mode"_a = int(TESSERA_BIAS_NONE), "bias_batch_stride"_a = 0, "activation"_a = int(TESSERA_ACTIVATION_NONE),
-      "precision"_a = int(TESSERA_PRECISION_DEFAULT),
+      "precision"_a = int(TESSERA_PRECISION_DEFAULT), "scale_a"_a = 0, "scale_b"_a = 0,
+      "scale_mode"_a = int(TESSERA_SCALE_NONE),
       "Name of the configuration gemm() would run on the current device.");
 
   // ---- attention forward ----

@@ -35,12 +35,22 @@ if _torch_version() < (2, 4) or not hasattr(torch.library, "custom_op"):
 Tensor = torch.Tensor
 
 _DTYPE_CODE = {torch.float16: _C.F16, torch.bfloat16: _C.BF16, torch.float32: _C.F32}
+# The GEMM's dtypes: also int8 operands and the exact int32 output of int8 operands.
+_GEMM_DTYPE_CODE = {**_DTYPE_CODE, torch.int8: _C.S8, torch.int32: _C.S32}
 
 
 def _dtype_code(dtype: torch.dtype, what: str) -> int:
     code = _DTYPE_CODE.get(dtype)
     if code is None:
         raise ValueError(f"{what}: dtype {dtype} is not supported by tessera (float16, bfloat16, float32)")
+    return code
+
+
+def _gemm_dtype_code(dtype: torch.dtype, what: str) -> int:
+    code = _GEMM_DTYPE_CODE.get(dtype)
+    if code is None:
+        raise ValueError(f"{what}: dtype {dtype} is not supported by tessera's GEMM (float16, bfloat16, float32; "
+                         "int8 operands with an int32, or dequantised, output)")
     return code
 
 
@@ -80,7 +90,7 @@ def _stream(device: torch.device) -> int:
 # launches. Anything that crossing does not handle comes back as -1 and takes the general path
 # (the custom op), which computes the same and raises the same errors.
 
-_C.set_torch_dtypes(torch.float16, torch.bfloat16, torch.float32)
+_C.set_torch_dtypes(torch.float16, torch.bfloat16, torch.float32, torch.int8, torch.int32)
 _dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", None)
 _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -128,17 +138,19 @@ def _with_workspace(t: Tensor, launch) -> bool:
     return launch(stream, ws.data_ptr(), need, False) == 0
 
 
-def _matmul_eager(a, b, c, alpha, beta, bias, act, d, max_sms, precision=0) -> bool:
-    """Runs d = act(alpha a @ b + beta c + bias) by the eager path; False when the general path must.
+def _matmul_eager(a, b, c, alpha, beta, bias, act, d, max_sms, precision=0, scale_a=None, scale_b=None) -> int:
+    """Runs d = act(alpha a @ b + beta c + bias) by the eager path: 0 when launched, -1 when the general
+    path must.
     _with_workspace written out: the cached-workspace hit is the whole of a small matmul's host cost."""
     dev = a.get_device()
     stream = _raw_stream(dev)
     ws_ptr, ws_bytes, _ = _ws_cache.get((dev, stream), _NO_WS)
-    need = _C.matmul_tensors(a, b, c, d, alpha, beta, bias, act, ws_ptr, ws_bytes, True, stream, max_sms, precision)
+    need = _C.matmul_tensors(a, b, c, d, alpha, beta, bias, act, ws_ptr, ws_bytes, True, stream, max_sms, precision,
+                             scale_a, scale_b)
     if need <= 0:
-        return need == 0
-    return _with_workspace(a, lambda stream, ws, ws_bytes, cached: _C.matmul_tensors(
-        a, b, c, d, alpha, beta, bias, act, ws, ws_bytes, cached, stream, max_sms, precision))
+        return need
+    return 0 if _with_workspace(a, lambda stream, ws, ws_bytes, cached: _C.matmul_tensors(
+        a, b, c, d, alpha, beta, bias, act, ws, ws_bytes, cached, stream, max_sms, precision, scale_a, scale_b)) else -1
 
 
 def _attention_eager(q, k, v, o, lse, causal, scale, bshd, max_sms, window_left, window_right, softcap) -> bool:
@@ -174,7 +186,7 @@ def _matrix(t: Tensor, dtype_code: int) -> Optional["_C.Matrix"]:
 def _input_matrix(name: str, t: Tensor) -> Tuple[Tensor, "_C.Matrix"]:
     """Describes an input operand, copying it to a contiguous tensor only when its strides have no
     row/column-major form (e.g. both matrix strides != 1). Returns the tensor actually read."""
-    code = _dtype_code(t.dtype, name)
+    code = _gemm_dtype_code(t.dtype, name)
     m = _matrix(t, code)
     if m is None:
         t = t.contiguous()
@@ -197,10 +209,86 @@ def _matmul_shape(a: Tensor, b: Tensor) -> Tuple[int, ...]:
     return (lb if la == 1 else la, m, n)
 
 
+_INT8, _INT32 = torch.int8, torch.int32
+_DEQUANTISED = (torch.bfloat16, torch.float16, torch.float32)  # outputs of int8 operands with scales
+
+
+def _check_scale_types(scale_a, scale_b) -> None:
+    for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if s is not None and not isinstance(s, Tensor):
+            raise TypeError(f"{name}: must be a float32 CUDA tensor (or None), got {type(s).__name__}")
+
+
+def _scale_mode(scale_a, scale_b, m: int, n: int) -> int:
+    """The library's scale mode of int8 dequantisation scales, checked: _C.SCALE_TENSOR for one element
+    each; _C.SCALE_ROWWISE for scale_a (M,) / (M, 1) (a row of a each) and scale_b (N,) / (1, N) (a
+    column of b each), where one of them may also be a single element (broadcast)."""
+    if scale_a is None or scale_b is None:
+        given, missing = ("scale_a", "scale_b") if scale_b is None else ("scale_b", "scale_a")
+        raise ValueError(f"{missing}: missing; int8 dequantisation takes scale_a and scale_b together "
+                         f"(got {given} alone)")
+    _check_scale_types(scale_a, scale_b)
+    for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if s.dtype != torch.float32:
+            raise ValueError(f"{name}: must be float32, got {s.dtype}")
+    one_a, one_b = scale_a.numel() == 1, scale_b.numel() == 1
+    if one_a and one_b:
+        return _C.SCALE_TENSOR
+    if not one_a and tuple(scale_a.shape) not in ((m,), (m, 1)):
+        raise ValueError(f"scale_a: must have one element (per tensor) or shape ({m},) or ({m}, 1) (one per row "
+                         f"of a, M = {m}), got shape {tuple(scale_a.shape)}")
+    if not one_b and tuple(scale_b.shape) not in ((n,), (1, n)):
+        raise ValueError(f"scale_b: must have one element (per tensor) or shape ({n},) or (1, {n}) (one per "
+                         f"column of b, N = {n}), got shape {tuple(scale_b.shape)}")
+    return _C.SCALE_ROWWISE
+
+
+def _output_dtype(a: Tensor, b: Tensor, out_dtype: Optional[torch.dtype], scale_a: Optional[Tensor],
+                  scale_b: Optional[Tensor], shape: Tuple[int, ...], what: str = "out_dtype") -> torch.dtype:
+    """The dtype of a @ b: out_dtype, else a's dtype; for int8 operands torch.int32 (the exact sums) or,
+    dequantised by scale_a and scale_b, bfloat16 (float16 or float32 allowed). Checks the int8 rules in
+    torch's terms (the library checks the rest); `what` names the output dtype's source in errors."""
+    scaled = scale_a is not None or scale_b is not None
+    if not scaled and a.dtype != _INT8 and b.dtype != _INT8:
+        return a.dtype if out_dtype is None else out_dtype
+    if a.dtype != b.dtype:
+        raise ValueError(f"b.dtype: must equal a.dtype ({a.dtype}), got {b.dtype} (int8 operands: both int8)")
+    if a.dtype != _INT8:
+        raise ValueError(f"scale_a, scale_b: dequantise int8 operands; a and b are {a.dtype} (leave them None)")
+    if not scaled:
+        if out_dtype is not None and out_dtype != _INT32:
+            raise ValueError(f"{what}: int8 operands without scales give the exact int32 sums (torch.int32), got "
+                             f"{out_dtype}; pass scale_a and scale_b to dequantise to bfloat16, float16 or float32")
+        return _INT32
+    _scale_mode(scale_a, scale_b, shape[-2], shape[-1])
+    if out_dtype is None:
+        return torch.bfloat16
+    if out_dtype not in _DEQUANTISED:
+        raise ValueError(f"{what}: int8 operands dequantised by scale_a and scale_b give bfloat16, float16 or "
+                         f"float32, got {out_dtype} (torch.int32, the exact sums, takes no scales)")
+    return out_dtype
+
+
+def _scale_args(scale_a: Optional[Tensor], scale_b: Optional[Tensor], device: torch.device, m: int, n: int):
+    """The library's (scale_a pointer, scale_b pointer, scale mode) and the tensors they point into (to keep
+    alive): contiguous fp32 on `device`; a single element beside a vector is broadcast to M or N values."""
+    if scale_a is None and scale_b is None:
+        return (0, 0, _C.SCALE_NONE), ()
+    mode = _scale_mode(scale_a, scale_b, m, n)
+    _check_device("scale_a", scale_a, device)
+    _check_device("scale_b", scale_b, device)
+    if mode == _C.SCALE_ROWWISE:
+        scale_a = (scale_a.reshape(m) if scale_a.numel() == m else scale_a.reshape(1).expand(m)).contiguous()
+        scale_b = (scale_b.reshape(n) if scale_b.numel() == n else scale_b.reshape(1).expand(n)).contiguous()
+    return (scale_a.data_ptr(), scale_b.data_ptr(), mode), (scale_a, scale_b)
+
+
 def _gemm_into(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: float, d: Tensor,
-               bias: Optional[Tensor] = None, activation: int = 0, max_sms: int = 0, precision: int = 0) -> None:
+               bias: Optional[Tensor] = None, activation: int = 0, max_sms: int = 0, precision: int = 0,
+               scale_a: Optional[Tensor] = None, scale_b: Optional[Tensor] = None) -> None:
     """d = act(alpha * a @ b + beta * c + bias), d of shape _matmul_shape(a, b); bias (N,) is added to
-    every row of every batch; activation is a tessera activation code (_C.ACTIVATION_*)."""
+    every row of every batch; activation is a tessera activation code (_C.ACTIVATION_*). int8 a and b:
+    scale_a and scale_b (checked by _output_dtype) dequantise the int32 sums, shared by every batch."""
     device = a.device
     _check_device("a", a, device)
     _check_device("b", b, device)
@@ -209,6 +297,7 @@ def _gemm_into(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: fl
         _check_device("c", c, device)
     if bias is not None:
         _check_device("bias", bias, device)
+    (scale_a_ptr, scale_b_ptr, scale_mode), _keep = _scale_args(scale_a, scale_b, device, d.shape[-2], d.shape[-1])
     if d.numel() == 0:
         return
     bias_ptr, bias_mode = 0, _C.BIAS_NONE
@@ -225,13 +314,14 @@ def _gemm_into(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: fl
         except RuntimeError:
             raise ValueError(f"c: shape {tuple(c.shape)} does not broadcast to the output shape {tuple(d.shape)}") from None
         c, mc = _input_matrix("c", c_full)
-    d_code = _dtype_code(d.dtype, "out")
+    d_code = _gemm_dtype_code(d.dtype, "out")
     md = _matrix(d, d_code)
     target = d
     if md is None:  # an output view with no row/column-major form: compute densely, then copy
         target = torch.empty(d.shape, dtype=d.dtype, device=device)
         md = _matrix(target, d_code)
-    epilogue = dict(bias=bias_ptr, bias_mode=bias_mode, activation=activation, precision=precision)
+    epilogue = dict(bias=bias_ptr, bias_mode=bias_mode, activation=activation, precision=precision,
+                    scale_a=scale_a_ptr, scale_b=scale_b_ptr, scale_mode=scale_mode)
     with _on_device(device):
         ws_bytes = _C.gemm_workspace_size(ma, mb, md, mc, alpha, beta, **epilogue)
         ws = torch.empty(ws_bytes, dtype=torch.uint8, device=device) if ws_bytes else None
@@ -241,49 +331,59 @@ def _gemm_into(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: fl
         d.copy_(target)
 
 
-# bias and activation come last with defaults, so calls written before they existed keep working.
+# bias and activation come last with defaults, so calls written before they existed keep working; so
+# do precision and the int8 scales after them. out_dtype None: a's dtype; for int8 a and b, int32 (the
+# exact sums) or, with scale_a and scale_b, bfloat16 (_output_dtype).
 @torch.library.custom_op("tessera::matmul", mutates_args=())
 def _matmul_op(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: float,
                out_dtype: Optional[torch.dtype], bias: Optional[Tensor] = None, activation: int = 0,
-               max_sms: int = 0, precision: int = 0) -> Tensor:
+               max_sms: int = 0, precision: int = 0, scale_a: Optional[Tensor] = None,
+               scale_b: Optional[Tensor] = None) -> Tensor:
     shape = _matmul_shape(a, b)
-    d = torch.empty(shape, dtype=out_dtype if out_dtype is not None else a.dtype, device=a.device)
-    _gemm_into(a, b, c, alpha, beta, d, bias, activation, max_sms, precision)
+    d = torch.empty(shape, dtype=_output_dtype(a, b, out_dtype, scale_a, scale_b, shape), device=a.device)
+    _gemm_into(a, b, c, alpha, beta, d, bias, activation, max_sms, precision, scale_a, scale_b)
     return d
 
 
 @_matmul_op.register_fake
-def _matmul_fake(a, b, c, alpha, beta, out_dtype, bias=None, activation=0, max_sms=0, precision=0):
+def _matmul_fake(a, b, c, alpha, beta, out_dtype, bias=None, activation=0, max_sms=0, precision=0, scale_a=None,
+                 scale_b=None):
     shape = _matmul_shape(a, b)
-    return a.new_empty(shape, dtype=out_dtype if out_dtype is not None else a.dtype)
+    return a.new_empty(shape, dtype=_output_dtype(a, b, out_dtype, scale_a, scale_b, shape))
 
 
 @torch.library.custom_op("tessera::matmul_out", mutates_args=("d",))
 def _matmul_out_op(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: float, d: Tensor,
-                   bias: Optional[Tensor] = None, activation: int = 0, max_sms: int = 0, precision: int = 0) -> None:
+                   bias: Optional[Tensor] = None, activation: int = 0, max_sms: int = 0, precision: int = 0,
+                   scale_a: Optional[Tensor] = None, scale_b: Optional[Tensor] = None) -> None:
     shape = _matmul_shape(a, b)
     if tuple(d.shape) != tuple(shape):
         raise ValueError(f"out: must have shape {tuple(shape)}, got {tuple(d.shape)}")
-    _gemm_into(a, b, c, alpha, beta, d, bias, activation, max_sms, precision)
+    _output_dtype(a, b, d.dtype, scale_a, scale_b, shape, "out.dtype")
+    _gemm_into(a, b, c, alpha, beta, d, bias, activation, max_sms, precision, scale_a, scale_b)
 
 
 @_matmul_out_op.register_fake
-def _matmul_out_fake(a, b, c, alpha, beta, d, bias=None, activation=0, max_sms=0, precision=0):
+def _matmul_out_fake(a, b, c, alpha, beta, d, bias=None, activation=0, max_sms=0, precision=0, scale_a=None,
+                     scale_b=None):
+    _output_dtype(a, b, d.dtype, scale_a, scale_b, _matmul_shape(a, b), "out.dtype")
     return None
 
 
 def matmul(a: Tensor, b: Tensor, *, c: Optional[Tensor] = None, alpha: float = 1.0, beta: float = 0.0,
            bias: Optional[Tensor] = None, activation: Optional[str] = None, out: Optional[Tensor] = None,
-           out_dtype: Optional[torch.dtype] = None, max_sms: int = 0, precision: Optional[str] = None) -> Tensor:
+           out_dtype: Optional[torch.dtype] = None, max_sms: int = 0, precision: Optional[str] = None,
+           scale_a: Optional[Tensor] = None, scale_b: Optional[Tensor] = None) -> Tensor:
     """``D = act(alpha * a @ b + beta * c + bias)`` on tensor cores (fp32 accumulation, one rounding).
 
-    a: (M, K) or (L, M, K); b: (K, N) or (L, K, N); float16, bfloat16 or float32 (the same). A 2-D operand
-    (or a batch of 1) is broadcast over the other's batch. Any strides with a row-major (stride
-    (ld, 1)) or column-major (stride (1, ld)) form are read in place, transposed views included;
-    other strides (e.g. both != 1) are first copied with ``.contiguous()``.
+    a: (M, K) or (L, M, K); b: (K, N) or (L, K, N); float16, bfloat16 or float32 (the same), or int8
+    (both; see below). A 2-D operand (or a batch of 1) is broadcast over the other's batch. Any
+    strides with a row-major (stride (ld, 1)) or column-major (stride (1, ld)) form are read in place,
+    transposed views included; other strides (e.g. both != 1) are first copied with ``.contiguous()``.
     c: broadcastable to the output; its dtype must equal the output's; not read when beta == 0.
-    out_dtype: the output dtype (default a.dtype; float32 allowed). out: write into this tensor
-    (shape must match; its dtype is the output dtype) and return it; c may be out itself (in place).
+    out_dtype: the output dtype (default a.dtype; float32 allowed; for int8 operands see below).
+    out: write into this tensor (shape must match; its dtype is the output dtype) and return it; c may
+    be out itself (in place).
     bias: (N,), added to every row of every batch (like nn.Linear), converted to the output dtype;
     activation: None, "relu", "gelu" (erf form, torch's default), "gelu_tanh" (F.gelu's
     approximate="tanh") or "silu", applied last. Both are fused into the GEMM's epilogue: computed
@@ -293,6 +393,20 @@ def matmul(a: Tensor, b: Tensor, *, c: Optional[Tensor] = None, alpha: float = 1
     precision (float32 operands only): "tf32" (the default: products of tf32-rounded operands, like
     torch with ``allow_tf32``) or "tf32x3" (each operand split into tf32 high and low parts, three
     products: about fp32 accuracy at three times the tensor-core work).
+
+    int8 operands (a and b both torch.int8; products summed exactly in int32):
+
+    - without scales: returns the int32 sums as they are (torch.int32, like ``torch._int_mm``, batched
+      and with any strides above); out_dtype must be None or torch.int32, and alpha 1, beta 0, no bias
+      and no activation (exact sums only).
+    - with ``scale_a`` and ``scale_b`` (both, float32 CUDA tensors on a's device; W8A8
+      dequantisation): returns ``act(alpha * scale_a * scale_b * (a @ b) + beta * c + bias)``, the
+      int32 sums converted to fp32 and scaled in the epilogue, in out_dtype: torch.bfloat16 (the
+      default), torch.float16 or torch.float32; c and bias in that dtype as above. Per tensor: one
+      element each. Row-wise: scale_a of shape (M,) or (M, 1), one per row of a, and scale_b of shape
+      (N,) or (1, N), one per column of b (a single element beside a vector is broadcast). The scales
+      are shared by every batch; strided ones are made contiguous.
+
     Runs on the current CUDA stream. Workspace (for operands that are not 16-byte aligned, and for
     split-K / stream-K where the heuristic cuts K) comes from PyTorch's caching allocator: in eager
     mode one buffer per stream, kept and reused (``clear_workspace_cache()`` releases them); in a
@@ -307,6 +421,8 @@ def matmul(a: Tensor, b: Tensor, *, c: Optional[Tensor] = None, alpha: float = 1
     prec = _PRECISIONS.get(precision, -1) if isinstance(precision, (str, type(None))) else -1
     if prec < 0:
         raise ValueError(f"precision: must be None, 'tf32' or 'tf32x3' (got {precision!r})")
+    if out_dtype is None and a.dtype is _INT8:  # int8 operands' output: the int32 sums, or dequantised
+        out_dtype = _INT32 if scale_a is None and scale_b is None else torch.bfloat16
     if _eager(a, b) and (out is None or out_dtype is None or out.dtype == out_dtype):
         if out is None:
             shape = (a.shape[0], b.shape[1]) if a.dim() == 2 and b.dim() == 2 else _matmul_shape(a, b)
@@ -314,17 +430,22 @@ def matmul(a: Tensor, b: Tensor, *, c: Optional[Tensor] = None, alpha: float = 1
             d = a.new_empty(shape) if out_dtype is None else a.new_empty(shape, dtype=out_dtype)
         else:
             d = out
-        if _matmul_eager(a, b, c, float(alpha), float(beta), bias, act, d, int(max_sms), prec):
+        r = _matmul_eager(a, b, c, float(alpha), float(beta), bias, act, d, int(max_sms), prec, scale_a, scale_b)
+        if r == 0:
             return d
     n = b.shape[-1]
     if bias is not None and (bias.dim() != 1 or bias.shape[0] != n):
         raise ValueError(f"bias: must have shape ({n},) (N), got {tuple(bias.shape)}")
+    if scale_a is not None or scale_b is not None:
+        _check_scale_types(scale_a, scale_b)  # the ops' schema would reject other objects less clearly
     if out is not None:
         if out_dtype is not None and out.dtype != out_dtype:
             raise ValueError(f"out_dtype: {out_dtype} disagrees with out.dtype ({out.dtype})")
-        torch.ops.tessera.matmul_out(a, b, c, float(alpha), float(beta), out, bias, act, int(max_sms), prec)
+        torch.ops.tessera.matmul_out(a, b, c, float(alpha), float(beta), out, bias, act, int(max_sms), prec, scale_a,
+                                     scale_b)
         return out
-    return torch.ops.tessera.matmul(a, b, c, float(alpha), float(beta), out_dtype, bias, act, int(max_sms), prec)
+    return torch.ops.tessera.matmul(a, b, c, float(alpha), float(beta), out_dtype, bias, act, int(max_sms), prec,
+                                    scale_a, scale_b)
 
 
 # matmul's activation names -> the library's codes (tessera_activation_t).

@@ -225,6 +225,90 @@ def test_gemm_bias_errors_raise_value_error_naming_the_argument(kwargs, pattern)
         assert str(info.value) == _C.last_error()
 
 
+# --------------------------------------------------------------------- int8 GEMM arguments
+
+SCALE_A, SCALE_B = FAKE + (4 << 30), FAKE + (5 << 30)  # made-up fp32 scale vectors clear of A, B, D and BIAS
+
+
+def int8_args(m=64, n=48, k=64, out_dtype=_C.S32):
+    return gemm_args(m=m, n=n, k=k, dtype=_C.S8, out_dtype=out_dtype)
+
+
+def test_int8_codes_are_the_c_abis():
+    assert (_C.F16, _C.BF16, _C.F32, _C.S8, _C.S32) == (0, 1, 2, 3, 4)
+    assert (_C.SCALE_NONE, _C.SCALE_TENSOR, _C.SCALE_ROWWISE) == (0, 1, 2)
+
+
+@pytest.mark.parametrize("m, n, k", [(64, 48, 64), (33, 17, 5), (1, 1, 1), (7, 129, 4096)])
+def test_gemm_int8_arguments_are_accepted(m, n, k):
+    """s8 operands: an s32 D (the exact sums) and dequantised f16 / bf16 / f32 D with scales per tensor or
+    row-wise; every entry takes them (without a device the workspace is a bound: an int >= 0)."""
+    a, b, d = int8_args(m, n, k)
+    assert _C.gemm_workspace_size(a, b, d) >= 0
+    for out in (_C.F16, _C.BF16, _C.F32):
+        a, b, d = int8_args(m, n, k, out_dtype=out)
+        for mode in (_C.SCALE_TENSOR, _C.SCALE_ROWWISE):
+            kw = dict(scale_a=SCALE_A, scale_b=SCALE_B, scale_mode=mode)
+            assert _C.gemm_workspace_size(a, b, d, **kw) >= 0
+            assert _C.gemm_workspace_size(a, b, d, bias=BIAS, bias_mode=_C.BIAS_PER_COLUMN,
+                                          activation=_C.ACTIVATION_RELU, alpha=0.5, **kw) >= 0
+        # scales are optional for a dequantised D (alpha alone); tessera.matmul asks for both
+        assert _C.gemm_workspace_size(a, b, d) >= 0
+
+
+@pytest.mark.parametrize(
+    "out_dtype, mutate, kwargs, pattern",
+    [
+        (_C.S32, lambda a, b, d: setattr(b, "dtype", _C.F16), {}, r"b\.dtype: must equal a\.dtype \(s8\), got f16"),
+        (_C.F16, lambda a, b, d: setattr(a, "dtype", _C.F16), {}, r"b\.dtype: must equal a\.dtype \(f16\), got s8"),
+        (_C.S32, lambda a, b, d: (setattr(a, "dtype", _C.S32), setattr(b, "dtype", _C.S32)), {},
+         r"a\.dtype: s32 is an output type"),
+        (_C.S8, None, {}, r"d\.dtype: s8 is an operand type"),
+        (_C.S32, lambda a, b, d: (setattr(a, "dtype", _C.F16), setattr(b, "dtype", _C.F16)), {},
+         r"d\.dtype: s32 is the output of s8 operands; a and b are f16"),
+        (_C.S32, None, dict(alpha=2.0), r"alpha: must be 1 for an s32 D"),
+        (_C.S32, None, dict(bias=BIAS, bias_mode=_C.BIAS_PER_COLUMN), r"bias_mode: an s32 D takes no bias"),
+        (_C.S32, None, dict(activation=_C.ACTIVATION_RELU), r"activation: an s32 D takes none"),
+        (_C.S32, None, dict(scale_a=SCALE_A, scale_b=SCALE_B, scale_mode=_C.SCALE_TENSOR),
+         r"scale_mode: an s32 D takes the int32 sums as they are"),
+        (_C.BF16, None, dict(scale_a=SCALE_A, scale_b=SCALE_B, scale_mode=7),
+         r"scale_mode: must be none \(0\), tensor \(1\)"),
+        (_C.BF16, None, dict(scale_a=SCALE_A), r"scale_a: must be null when scale_mode is none"),
+        (_C.BF16, None, dict(scale_b=SCALE_B), r"scale_b: must be null when scale_mode is none"),
+        (_C.BF16, None, dict(scale_b=SCALE_B, scale_mode=_C.SCALE_TENSOR),
+         r"scale_a: null pointer with scale_mode tensor"),
+        (_C.BF16, None, dict(scale_a=SCALE_A, scale_mode=_C.SCALE_ROWWISE),
+         r"scale_b: null pointer with scale_mode row-wise \(N = 48 values\)"),
+        (_C.BF16, None, dict(scale_a=SCALE_A + 2, scale_b=SCALE_B, scale_mode=_C.SCALE_ROWWISE),
+         r"scale_a: not aligned to 4 bytes"),
+        (_C.BF16, None, dict(scale_a=SCALE_A, scale_b=FAKE + (2 << 30) + 64, scale_mode=_C.SCALE_ROWWISE),
+         r"scale_b: overlaps d in memory"),
+        (_C.F16, lambda a, b, d: (setattr(a, "dtype", _C.F16), setattr(b, "dtype", _C.F16)),
+         dict(scale_a=SCALE_A, scale_b=SCALE_B, scale_mode=_C.SCALE_TENSOR),
+         r"scale_mode: scales dequantise s8 operands; a and b are f16"),
+        (_C.S32, None, dict(precision=_C.PRECISION_TF32),
+         r"precision: tf32 and tf32x3 apply to f32 operands; a and b are s8"),
+    ],
+)
+def test_gemm_int8_errors_raise_value_error_naming_the_argument(out_dtype, mutate, kwargs, pattern):
+    a, b, d = int8_args(out_dtype=out_dtype)
+    if mutate is not None:
+        mutate(a, b, d)
+    for call in (lambda: _C.gemm(a, b, d, **kwargs), lambda: _C.gemm_workspace_size(a, b, d, **kwargs),
+                 lambda: _C.gemm_select_config(a, b, d, **kwargs)):
+        with pytest.raises(ValueError, match=pattern) as info:
+            call()
+        assert str(info.value) == _C.last_error()
+
+
+def test_gemm_int8_s32_d_rejects_beta_and_c():
+    a, b, d = int8_args()
+    c = mat(FAKE + (3 << 30), _C.S32, 64, 48)
+    with pytest.raises(ValueError, match=r"beta: must be 0 for an s32 D"):
+        _C.gemm(a, b, d, c, beta=1.0)
+    assert _C.gemm_workspace_size(a, b, d, c, 1.0, 0.0) >= 0  # beta == 0: C is not read
+
+
 def test_gemm_select_config_names_a_config_or_reports_no_device():
     try:
         name = _C.gemm_select_config(*gemm_args())
@@ -277,3 +361,7 @@ def test_valid_arguments_without_a_device_raise_runtime_error():
         _C.attention(**attn_kwargs())
     with pytest.raises(RuntimeError, match=r"CUDA|device"):
         _C.gemm(*gemm_args())
+    with pytest.raises(RuntimeError, match=r"CUDA|device"):
+        _C.gemm(*int8_args())
+    with pytest.raises(RuntimeError, match=r"CUDA|device"):
+        _C.gemm(*int8_args(out_dtype=_C.BF16), scale_a=SCALE_A, scale_b=SCALE_B, scale_mode=_C.SCALE_ROWWISE)

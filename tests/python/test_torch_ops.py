@@ -61,6 +61,80 @@ def test_matmul_fake_with_bias_and_activation():
     assert d.shape == (3, 64, 48)
 
 
+def test_matmul_int8_fake_dtypes_on_meta_tensors():
+    """int8 operands: int32 (the exact sums) without scales, bfloat16 by default with them, out_dtype
+    float16 / float32 allowed; through the op (fake) and tessera.matmul alike, batched and transposed."""
+    a = torch.empty(3, 64, 32, device="meta", dtype=torch.int8)
+    b = torch.empty(48, 32, device="meta", dtype=torch.int8).t()
+    d = torch.ops.tessera.matmul(a, b, None, 1.0, 0.0, None)
+    assert d.shape == (3, 64, 48) and d.dtype == torch.int32 and d.device.type == "meta"
+    assert tessera.matmul(a[0], b).dtype == torch.int32
+    assert tessera.matmul(a, b, out_dtype=torch.int32).shape == (3, 64, 48)
+    st = torch.empty(1, device="meta", dtype=torch.float32)
+    sa, sb = torch.empty(64, 1, device="meta"), torch.empty(1, 48, device="meta")
+    for scales in [(st, st), (sa, sb), (sa.view(64), sb.view(48)), (st, sb), (sa, st.view(()))]:
+        d = torch.ops.tessera.matmul(a, b, None, 1.0, 0.0, None, None, 0, 0, 0, *scales)
+        assert d.shape == (3, 64, 48) and d.dtype == torch.bfloat16
+        for out_dtype in (torch.float16, torch.float32, torch.bfloat16):
+            d = tessera.matmul(a, b, scale_a=scales[0], scale_b=scales[1], out_dtype=out_dtype, activation="relu",
+                               bias=torch.empty(48, device="meta", dtype=out_dtype))
+            assert d.shape == (3, 64, 48) and d.dtype == out_dtype
+    out = torch.empty(3, 64, 48, device="meta", dtype=torch.float16)
+    assert tessera.matmul(a, b, scale_a=sa, scale_b=sb, out=out) is out
+    out = torch.empty(3, 64, 48, device="meta", dtype=torch.int32)
+    assert tessera.matmul(a, b, out=out) is out
+
+
+def test_matmul_int8_argument_errors_without_a_gpu():
+    """The int8 rules tessera checks in Python (meta tensors: no CUDA needed), each naming its argument."""
+    a = torch.empty(64, 32, device="meta", dtype=torch.int8)
+    b = torch.empty(32, 48, device="meta", dtype=torch.int8)
+    h = torch.empty(32, 48, device="meta", dtype=torch.float16)
+    sa, sb = torch.empty(64, 1, device="meta"), torch.empty(1, 48, device="meta")
+    cases = [
+        (dict(a=a, b=h), ValueError, r"b\.dtype: must equal a\.dtype \(torch\.int8\), got torch\.float16"),
+        (dict(a=h.t(), b=b), ValueError, r"b\.dtype: must equal a\.dtype \(torch\.float16\), got torch\.int8"),
+        (dict(a=a, b=b, out_dtype=torch.bfloat16), ValueError,
+         r"out_dtype: int8 operands without scales give the exact int32"),
+        (dict(a=a, b=b, out_dtype=torch.int8), ValueError, r"out_dtype: int8 operands without scales"),
+        (dict(a=a, b=b, out=torch.empty(64, 48, device="meta", dtype=torch.float16)), ValueError,
+         r"out\.dtype: int8 operands without scales"),
+        (dict(a=a, b=b, scale_a=sa, scale_b=sb, out_dtype=torch.int32), ValueError,
+         r"out_dtype: int8 operands dequantised by scale_a and scale_b give bfloat16, float16 or float32, "
+         r"got torch\.int32"),
+        (dict(a=a, b=b, scale_a=sa, scale_b=sb, out=torch.empty(64, 48, device="meta", dtype=torch.int32)), ValueError,
+         r"out\.dtype: int8 operands dequantised"),
+        (dict(a=a, b=b, scale_a=sa), ValueError,
+         r"scale_b: missing; int8 dequantisation takes scale_a and scale_b together"),
+        (dict(a=a, b=b, scale_b=sb), ValueError, r"scale_a: missing"),
+        (dict(a=h.t(), b=h, scale_a=sa, scale_b=sb), ValueError,
+         r"scale_a, scale_b: dequantise int8 operands; a and b are torch\.float16"),
+        (dict(a=a, b=b, scale_a=0.5, scale_b=sb), TypeError,
+         r"scale_a: must be a float32 CUDA tensor \(or None\), got float"),
+        (dict(a=a, b=b, scale_a=sa, scale_b=[1.0]), TypeError, r"scale_b: must be a float32 CUDA tensor"),
+        (dict(a=a, b=b, scale_a=sa.double(), scale_b=sb), ValueError, r"scale_a: must be float32, got torch\.float64"),
+        (dict(a=a, b=b, scale_a=sa, scale_b=sb.half()), ValueError, r"scale_b: must be float32, got torch\.float16"),
+        (dict(a=a, b=b, scale_a=sa.view(1, 64), scale_b=sb), ValueError,
+         r"scale_a: must have one element \(per tensor\) or shape \(64,\) or \(64, 1\) .* got shape \(1, 64\)"),
+        (dict(a=a, b=b, scale_a=sa, scale_b=sb.view(48, 1)), ValueError,
+         r"scale_b: must have one element \(per tensor\) or shape \(48,\) or \(1, 48\) .* got shape \(48, 1\)"),
+        (dict(a=a, b=b, scale_a=torch.empty(63, device="meta"), scale_b=sb), ValueError,
+         r"scale_a: .*got shape \(63,\)"),
+        (dict(a=a.expand(2, 64, 32), b=b, scale_a=torch.empty(2, 64, 1, device="meta"), scale_b=sb), ValueError,
+         r"scale_a: .*got shape \(2, 64, 1\)"),
+    ]
+    for kwargs, error, pattern in cases:
+        with pytest.raises(error, match=pattern):
+            tessera.matmul(**kwargs)
+    # the ops check the same (traced and compiled calls reach them directly)
+    with pytest.raises(ValueError, match=r"scale_b: missing"):
+        torch.ops.tessera.matmul(a, b, None, 1.0, 0.0, None, None, 0, 0, 0, sa, None)
+    with pytest.raises(ValueError, match=r"out_dtype: int8 operands without scales"):
+        torch.ops.tessera.matmul(a, b, None, 1.0, 0.0, torch.float32)
+    with pytest.raises(ValueError, match=r"out\.dtype: int8 operands without scales"):
+        torch.ops.tessera.matmul_out(a, b, None, 1.0, 0.0, torch.empty(64, 48, device="meta"))
+
+
 def test_attention_fake_shapes_on_meta_tensors():
     q = torch.empty(2, 100, 8, 64, device="meta", dtype=torch.float16)
     k = torch.empty(2, 50, 2, 64, device="meta", dtype=torch.float16)
@@ -80,6 +154,11 @@ def test_cpu_tensors_are_rejected():
     a = torch.randn(8, 8).half()
     with pytest.raises(ValueError, match="must be a CUDA tensor"):
         tessera.matmul(a, a)
+    a8 = torch.randint(-128, 128, (8, 8), dtype=torch.int8)
+    with pytest.raises(ValueError, match="a: must be a CUDA tensor"):
+        tessera.matmul(a8, a8)
+    with pytest.raises(ValueError, match="a: must be a CUDA tensor"):
+        tessera.matmul(a8, a8, scale_a=torch.ones(1), scale_b=torch.ones(8))
     q = torch.randn(1, 8, 1, 64).half()
     with pytest.raises(ValueError, match="must be a CUDA tensor"):
         tessera.attention(q, q, q)
@@ -239,7 +318,7 @@ def test_matmul_bad_inputs_raise():
     with pytest.raises(ValueError, match=r"b\.dtype: must equal a\.dtype"):
         tessera.matmul(a, rand(16, 8, dtype=torch.bfloat16))
     with pytest.raises(ValueError, match="not supported by tessera"):
-        tessera.matmul(a.to(torch.int8), a.to(torch.int8).t())
+        tessera.matmul(a.double(), a.double().t())
     with pytest.raises(ValueError, match=r"c\.dtype: must equal d\.dtype"):
         tessera.matmul(a, rand(16, 8), c=rand(32, 8, dtype=torch.float32), beta=1.0)
     with pytest.raises(ValueError, match="out: must have shape"):
@@ -522,6 +601,277 @@ def test_matmul_f32_epilogue_batch_and_out():
     # the op path (traced / compiled calls) carries precision too
     got = torch.ops.tessera.matmul(a, b, None, 1.0, 0.0, None, None, 0, 0, 2)
     assert rel_err(got, a.double() @ b.double()) < 1e-5
+
+
+# ------------------------------------------------------------------ int8 operands: exact and dequantised
+
+
+def rand_i8(*shape, device="cuda"):
+    """Fresh int8 values over the whole range [-128, 127]."""
+    return torch.randint(-128, 128, shape, dtype=torch.int8, device=device)
+
+
+def i8_operand(shape, major):
+    """An int8 tensor whose last two modes are row-major, column-major (a transposed view) or neither
+    (every other element: the wrapper copies it)."""
+    if major == "row":
+        return rand_i8(*shape)
+    if major == "col":
+        return rand_i8(*shape[:-2], shape[-1], shape[-2]).transpose(-1, -2)
+    return rand_i8(*shape[:-2], 2 * shape[-2], 2 * shape[-1])[..., ::2, ::2]
+
+
+def exact_i8(a, b):
+    """The exact sums as int64: through fp64, which holds every product (<= 2^14) and every sum of K <= 2^38
+    of them exactly (integers below 2^53)."""
+    return torch.matmul(a.double(), b.double()).long()
+
+
+def check_dequantised(out, ref, dtype, atol_frac=0.0):
+    """out (dtype) against an fp64 reference: the epilogue computes in fp32 and rounds once, so each element is
+    within a rounding of the dtype (2^-9 relative for bf16, 2^-11 for fp16; absolute below its smallest
+    normal) plus fp32's few ulps; atol_frac (of the largest |ref|) allows for fp32 cancellation where a
+    bias or c is added."""
+    rtol = {torch.bfloat16: 2 ** -7, torch.float16: 2 ** -10, torch.float32: 2e-6}[dtype]
+    tiny = torch.finfo(dtype).smallest_normal * torch.finfo(dtype).eps  # the subnormals' spacing (fp16: 2^-24)
+    assert out.dtype == dtype and out.shape == ref.shape
+    err = (out.double() - ref).abs()
+    bound = rtol * ref.abs() + atol_frac * ref.abs().max() + tiny
+    assert torch.isfinite(out).all()
+    assert (err <= bound).all(), f"max excess {(err - bound).max().item()} (max err {err.max().item()})"
+
+
+I8_MAJORS = [("row", "row"), ("col", "row"), ("row", "col"), ("col", "col"), ("strided", "row")]
+
+
+@gpu
+@pytest.mark.parametrize("mnk", [(1, 1, 1), (128, 128, 64), (257, 129, 77), (64, 200, 8), (7, 3, 1000), (33, 17, 5),
+                                 (256, 384, 4096), (97, 131, 4096)])
+@pytest.mark.parametrize("majors", I8_MAJORS)
+def test_matmul_int8_exact(mnk, majors):
+    """int8 a and b give the exact int32 sums (torch._int_mm), for every major and ragged extents."""
+    m, n, k = mnk
+    a, b = i8_operand((m, k), majors[0]), i8_operand((k, n), majors[1])
+    ref = exact_i8(a, b)
+    d = tessera.matmul(a, b)
+    assert d.dtype == torch.int32 and d.shape == (m, n) and d.is_contiguous()
+    assert torch.equal(d.long(), ref)
+    # out= with a poisoned output, row- and column-major
+    out = torch.full((m, n), -123456789, dtype=torch.int32, device="cuda")
+    assert tessera.matmul(a, b, out=out, out_dtype=torch.int32) is out
+    assert torch.equal(out.long(), ref)
+    out_t = torch.full((n, m), 0x7F7F7F7F, dtype=torch.int32, device="cuda").t()
+    tessera.matmul(a, b, out=out_t)
+    assert torch.equal(out_t.long(), ref)
+    try:
+        ref_int_mm = torch._int_mm(a, b)  # where torch's own int8 GEMM takes the shape and layout
+    except RuntimeError:
+        return
+    assert torch.equal(d, ref_int_mm)
+
+
+@gpu
+def test_matmul_int8_extremes_and_every_small_k():
+    """K = 1..33 (every alignment of an int8 row: 16-byte rows only at K = 16 and 32) on ragged M and N,
+    and the largest sums: -128 * -128 * K with K = 4096 (2^26), both signs."""
+    for k in range(1, 34):
+        for majors in (("row", "row"), ("col", "col"), ("row", "col")):
+            a, b = i8_operand((19, k), majors[0]), i8_operand((k, 23), majors[1])
+            out = torch.full((19, 23), -1, dtype=torch.int32, device="cuda")
+            tessera.matmul(a, b, out=out)
+            assert torch.equal(out.long(), exact_i8(a, b)), (k, majors)
+    k = 4096
+    lo = torch.full((40, k), -128, dtype=torch.int8, device="cuda")
+    hi = torch.full((k, 24), 127, dtype=torch.int8, device="cuda")
+    assert (tessera.matmul(lo, lo.t().contiguous()) == 128 * 128 * k).all()
+    assert (tessera.matmul(lo, hi) == -128 * 127 * k).all()
+    mixed = torch.where(torch.rand(k, 24, device="cuda") < 0.5, -128, 127).to(torch.int8)
+    assert torch.equal(tessera.matmul(lo, mixed).long(), exact_i8(lo, mixed))
+
+
+@gpu
+@pytest.mark.parametrize(
+    "a_shape, b_shape",
+    [((4, 96, 64), (4, 64, 80)), ((96, 64), (3, 64, 80)), ((3, 96, 64), (64, 80)), ((1, 96, 64), (5, 64, 80)),
+     ((2, 33, 17), (2, 17, 9)), ((3, 70, 4096), (3, 4096, 40))],
+)
+def test_matmul_int8_batched_and_broadcast(a_shape, b_shape):
+    a, b = rand_i8(*a_shape), rand_i8(*b_shape)
+    d = tessera.matmul(a, b)
+    ref = exact_i8(a, b)
+    assert d.dtype == torch.int32 and d.shape == ref.shape and torch.equal(d.long(), ref)
+    sa = torch.rand(a_shape[-2], 1, device="cuda") + 0.5
+    sb = torch.rand(1, b_shape[-1], device="cuda") * 1e-3
+    check_dequantised(tessera.matmul(a, b, scale_a=sa, scale_b=sb), ref.double() * sa.double() * sb.double(),
+                      torch.bfloat16)
+
+
+@gpu
+def test_matmul_int8_batched_transposed_views():
+    a = rand_i8(4, 64, 96).transpose(1, 2)  # (4, 96, 64), column-major matrices
+    b = rand_i8(64, 4, 80).transpose(0, 1)  # (4, 64, 80), row-major with batch stride 80
+    assert torch.equal(tessera.matmul(a, b).long(), exact_i8(a, b))
+
+
+@gpu
+@pytest.mark.parametrize("mnk", [(128, 128, 64), (257, 129, 77), (1, 64, 33), (33, 17, 5), (97, 131, 4096)])
+@pytest.mark.parametrize("majors", I8_MAJORS)
+@pytest.mark.parametrize("mode", ["tensor", "rowwise", "rowwise_flat", "mixed"])
+def test_matmul_int8_dequantised(mnk, majors, mode):
+    """act(alpha * scale_a * scale_b * (a @ b)) in bfloat16 (default), float16 and float32, per tensor and
+    row-wise (and a single scale_a beside a row-wise scale_b), against the exact sums in fp64."""
+    m, n, k = mnk
+    a, b = i8_operand((m, k), majors[0]), i8_operand((k, n), majors[1])
+    exact = exact_i8(a, b).double()
+    if mode == "tensor":
+        sa, sb = torch.rand(1, device="cuda") + 0.5, torch.rand((), device="cuda") * 1e-3
+    elif mode == "rowwise":
+        sa, sb = torch.rand(m, 1, device="cuda") + 0.5, torch.rand(1, n, device="cuda") * 1e-3
+    elif mode == "rowwise_flat":
+        sa, sb = torch.rand(m, device="cuda") + 0.5, torch.rand(n, device="cuda") * 1e-3
+    else:
+        sa, sb = torch.rand(1, 1, device="cuda") + 0.5, torch.rand(n, device="cuda") * 1e-3
+    scale = sa.double().reshape(-1, 1) * sb.double().reshape(1, -1)
+    ref = exact * scale
+    d = tessera.matmul(a, b, scale_a=sa, scale_b=sb)
+    check_dequantised(d, ref, torch.bfloat16)
+    for dtype in (torch.float16, torch.float32, torch.bfloat16):
+        out = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+        assert tessera.matmul(a, b, scale_a=sa, scale_b=sb, out=out) is out
+        check_dequantised(out, ref, dtype)
+        check_dequantised(tessera.matmul(a, b, scale_a=sa, scale_b=sb, alpha=-0.25, out_dtype=dtype), -0.25 * ref,
+                          dtype)
+    # a column-major output (the library computes D^T: scale_a then runs along its columns)
+    out_t = torch.full((n, m), float("nan"), dtype=torch.bfloat16, device="cuda").t()
+    tessera.matmul(a, b, scale_a=sa, scale_b=sb, out=out_t)
+    check_dequantised(out_t, ref, torch.bfloat16)
+
+
+@gpu
+@pytest.mark.parametrize("activation", [None, "relu", "gelu", "silu"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_matmul_int8_dequantised_bias_activation_and_c(activation, dtype):
+    act = {None: lambda x: x, "relu": torch.relu, "gelu": F.gelu, "silu": F.silu}[activation]
+    m, n, k = 300, 136, 200
+    a, b = rand_i8(m, k), i8_operand((k, n), "col")
+    sa, sb = torch.rand(m, 1, device="cuda") * 1e-2, torch.rand(1, n, device="cuda") * 1e-2
+    bias = rand(n, dtype=dtype)
+    scaled = exact_i8(a, b).double() * sa.double() * sb.double()
+    ref = act(scaled + bias.double())
+    got = tessera.matmul(a, b, scale_a=sa, scale_b=sb, bias=bias, activation=activation, out_dtype=dtype)
+    check_dequantised(got, ref, dtype, atol_frac=1e-5)
+    # a bias of another dtype is converted to the output's; batched, with beta * c, one bias for every batch
+    a3 = rand_i8(3, m, k)
+    c = rand(3, m, n, dtype=dtype)
+    ref3 = act(0.5 * exact_i8(a3, b).double() * sa.double() * sb.double() - 1.25 * c.double() + bias.float().double())
+    out3 = torch.full((3, m, n), float("nan"), dtype=dtype, device="cuda")
+    tessera.matmul(a3, b, c=c, alpha=0.5, beta=-1.25, bias=bias.float(), activation=activation, scale_a=sa,
+                   scale_b=sb, out=out3)
+    check_dequantised(out3, ref3, dtype, atol_frac=1e-5 if dtype == torch.float32 else 2 ** -9)
+
+
+@gpu
+def test_matmul_int8_strided_scales_and_degenerate_sizes():
+    m, n, k = 70, 50, 64
+    a, b = rand_i8(m, k), rand_i8(k, n)
+    big_a, big_b = torch.rand(m, 3, device="cuda") + 0.5, torch.rand(2, n, device="cuda") + 0.5
+    sa, sb = big_a[:, 1:2], big_b[1]  # (M, 1) with stride 3, and (N,): made contiguous by the wrapper
+    ref = exact_i8(a, b).double() * sa.double() * sb.double()
+    check_dequantised(tessera.matmul(a, b, scale_a=sa, scale_b=sb), ref, torch.bfloat16)
+    assert tessera.matmul(rand_i8(0, 16), rand_i8(16, 8)).shape == (0, 8)
+    d = tessera.matmul(rand_i8(16, 0), rand_i8(0, 8))
+    assert d.dtype == torch.int32 and d.shape == (16, 8) and (d == 0).all()
+    one = torch.ones(1, device="cuda")
+    d = tessera.matmul(rand_i8(16, 0), rand_i8(0, 8), scale_a=one, scale_b=one)
+    assert d.dtype == torch.bfloat16 and (d == 0).all()
+
+
+@gpu
+def test_matmul_int8_bad_inputs_raise():
+    a, b = rand_i8(32, 16), rand_i8(16, 8)
+    sa, sb = torch.ones(32, 1, device="cuda"), torch.ones(1, 8, device="cuda")
+    cases = [
+        (dict(alpha=2.0), r"alpha: must be 1 for an s32 D"),
+        (dict(bias=torch.zeros(8, dtype=torch.int32, device="cuda")), r"bias_mode: an s32 D takes no bias"),
+        (dict(activation="relu"), r"activation: an s32 D takes none"),
+        (dict(c=torch.zeros(32, 8, dtype=torch.int32, device="cuda"), beta=1.0), r"beta: must be 0 for an s32 D"),
+        (dict(precision="tf32"), r"precision: tf32 and tf32x3 apply to f32 operands; a and b are s8"),
+        (dict(out_dtype=torch.float16), r"out_dtype: int8 operands without scales give the exact int32 sums"),
+        (dict(scale_a=sa), r"scale_b: missing"),
+        (dict(scale_a=sa.cpu(), scale_b=sb), r"scale_a: must be a CUDA tensor"),
+        (dict(scale_a=sa, scale_b=sb.double()), r"scale_b: must be float32"),
+        (dict(scale_a=sa.t(), scale_b=sb), r"scale_a: must have one element .* got shape \(1, 32\)"),
+        (dict(scale_a=sa, scale_b=sb, out_dtype=torch.int32), r"out_dtype: int8 operands dequantised"),
+        (dict(out=torch.empty(32, 8, dtype=torch.int8, device="cuda")), r"out\.dtype: int8 operands without scales"),
+        (dict(scale_a=sa, scale_b=sb, c=rand(32, 8), beta=1.0), r"c\.dtype: must equal d\.dtype"),
+    ]
+    for kwargs, pattern in cases:
+        with pytest.raises(ValueError, match=pattern):
+            tessera.matmul(a, b, **kwargs)
+    with pytest.raises(ValueError, match=r"b\.dtype: must equal a\.dtype \(torch\.int8\), got torch\.float16"):
+        tessera.matmul(a, rand(16, 8))
+    with pytest.raises(ValueError, match=r"scale_a, scale_b: dequantise int8 operands; a and b are torch\.float16"):
+        tessera.matmul(rand(32, 16), rand(16, 8), scale_a=sa, scale_b=sb)
+    with pytest.raises(TypeError, match=r"scale_b: must be a float32 CUDA tensor"):
+        tessera.matmul(a, b, scale_a=sa, scale_b=2.0)
+    with pytest.raises(ValueError, match="K must agree"):
+        tessera.matmul(a, rand_i8(17, 8))
+
+
+@gpu
+def test_matmul_int8_ops_opcheck_compile_and_graphs():
+    a, b = rand_i8(64, 96), i8_operand((96, 48), "col")
+    sa, sb = torch.rand(64, 1, device="cuda") + 0.5, torch.rand(1, 48, device="cuda") * 1e-2
+    bias = rand(48, dtype=torch.bfloat16)
+    torch.library.opcheck(torch.ops.tessera.matmul.default, (a, b, None, 1.0, 0.0, None))
+    torch.library.opcheck(torch.ops.tessera.matmul.default, (a, b, None, 1.0, 0.0, None, bias, 1, 0, 0, sa, sb))
+    torch.library.opcheck(torch.ops.tessera.matmul.default,
+                          (a, b, None, 1.0, 0.0, torch.float32, None, 0, 0, 0, sa[:1, :1], sb[:1, :1]))
+    torch.library.opcheck(torch.ops.tessera.matmul_out.default,
+                          (a, b, None, 1.0, 0.0, torch.empty(64, 48, dtype=torch.int32, device="cuda")))
+    torch.library.opcheck(torch.ops.tessera.matmul_out.default,
+                          (a, b, None, 1.0, 0.0, torch.empty(64, 48, dtype=torch.float16, device="cuda"), None, 0, 0,
+                           0, sa, sb))
+
+    torch._dynamo.reset()
+
+    def f(a, b, sa, sb, bias):
+        exact = tessera.matmul(a, b)
+        deq = tessera.matmul(a, b, scale_a=sa, scale_b=sb, bias=bias, activation="relu")
+        return exact, exact.sum(-1), deq * 2, tessera.matmul(a, b, scale_a=sa[:1], scale_b=sb[0, :1],
+                                                               out_dtype=torch.float32)
+
+    eager = f(a, b, sa, sb, bias)
+    compiled = torch.compile(f, fullgraph=True)(a, b, sa, sb, bias)
+    assert eager[0].dtype == compiled[0].dtype == torch.int32 and eager[2].dtype == torch.bfloat16
+    for x, y in zip(eager, compiled):
+        torch.testing.assert_close(x, y, rtol=0, atol=0)
+    assert torch.equal(eager[0].long(), exact_i8(a, b))
+
+    # CUDA graphs: capture both kinds (and an unaligned K, copied into the workspace), replay on new inputs
+    ua, ub = rand_i8(65, 63), rand_i8(63, 40)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm up outside the capture
+        tessera.matmul(a, b), tessera.matmul(a, b, scale_a=sa, scale_b=sb), tessera.matmul(ua, ub)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        d = tessera.matmul(a, b)
+        q = tessera.matmul(a, b, scale_a=sa, scale_b=sb)
+        ud = tessera.matmul(ua, ub)
+        mixed = tessera.matmul(a, b, scale_a=sa[:1, :1], scale_b=sb)  # the general path's broadcast copy
+    for _ in range(2):
+        a.copy_(rand_i8(64, 96))
+        ua.copy_(rand_i8(65, 63))
+        sa.copy_(torch.rand(64, 1, device="cuda") + 0.5)
+        g.replay()
+        torch.cuda.synchronize()
+        exact = exact_i8(a, b)
+        assert torch.equal(d.long(), exact)
+        assert torch.equal(ud.long(), exact_i8(ua, ub))
+        check_dequantised(q, exact.double() * sa.double() * sb.double(), torch.bfloat16)
+        check_dequantised(mixed, exact.double() * sa[0, 0].double() * sb.double(), torch.bfloat16)
 
 
 # ------------------------------------------------------------------ op checks, compile, graphs
