@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Checks the compiled kernels of a tessera build: a register spill is an error, and every
 tensor-core GEMM / attention kernel must contain the matrix instruction of its path (HMMA for the sm_80
-mma.sync kernels, on both the sm_80 and sm_90 SASS; HGMMA for the sm_90a TMA/WGMMA kernels; their s8
-kernels' IMMA / IGMMA count as such).
+mma.sync kernels, on both the sm_80 and sm_90 SASS; HGMMA for the sm_90a TMA/WGMMA kernels; the s8
+kernels' IMMA / IGMMA and the fp8 kernels' QGMMA count as such).
 
 Usage: scripts/check_kernels.py [path/to/libtessera.a]   (default: build/libtessera.a)
 Uses cuobjdump (CUDA toolkit); needs no GPU.
@@ -69,9 +69,9 @@ def main() -> int:
             current = (m.group(1), arch)
             ops[current] = set()
         elif current:
-            # The s8 kernels' integer forms count as their family's matrix instruction.
-            for op, family_op in (("HGMMA", "HGMMA"), ("IGMMA", "HGMMA"), ("HMMA", "HMMA"), ("IMMA", "HMMA"),
-                                  ("UTMALDG", "UTMALDG")):
+            # The s8 (integer) and fp8 kernels' forms count as their family's matrix instruction.
+            for op, family_op in (("HGMMA", "HGMMA"), ("IGMMA", "HGMMA"), ("QGMMA", "HGMMA"), ("HMMA", "HMMA"),
+                                  ("IMMA", "HMMA"), ("UTMALDG", "UTMALDG")):
                 if re.search(r"\b" + op + r"\.", line):
                     ops[current].add(family_op)
     tc = []

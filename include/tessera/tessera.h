@@ -34,7 +34,9 @@ typedef enum tessera_dtype_t {
   TESSERA_DTYPE_BF16 = 1,
   TESSERA_DTYPE_F32 = 2,
   TESSERA_DTYPE_S8 = 3,  /* GEMM operands: int8, products summed exactly in int32               */
-  TESSERA_DTYPE_S32 = 4  /* GEMM D of S8 operands: the int32 sums as they are                   */
+  TESSERA_DTYPE_S32 = 4,  /* GEMM D of S8 operands: the int32 sums as they are                  */
+  TESSERA_DTYPE_E4M3 = 5, /* GEMM operands: fp8 (4-bit exponent, 3-bit mantissa; torch.float8_e4m3fn), sm_90 */
+  TESSERA_DTYPE_E5M2 = 6  /* GEMM operands: fp8 (5-bit exponent, 2-bit mantissa; torch.float8_e5m2), sm_90   */
 } tessera_dtype_t;
 
 /* How a stored matrix lies in memory. ROW_MAJOR: element (r, c) at r * ld + c. */
@@ -76,17 +78,20 @@ typedef enum tessera_activation_t {
   TESSERA_ACTIVATION_SILU = 4       /* x * sigmoid(x)                                               */
 } tessera_activation_t;
 
-/* How F32 operands meet the tensor cores (ignored for F16 / BF16, which must leave it at DEFAULT). */
+/* How F32 and fp8 operands meet the tensor cores (F16 / BF16 / S8 must leave it at DEFAULT). */
 typedef enum tessera_precision_t {
   TESSERA_PRECISION_DEFAULT = 0, /* F32 operands: TF32                                              */
   TESSERA_PRECISION_TF32 = 1,    /* each product of the operands rounded to tf32 (10-bit mantissa)  */
-  TESSERA_PRECISION_TF32X3 = 2   /* 3xTF32: each operand split into a tf32 high part and a tf32 low
+  TESSERA_PRECISION_TF32X3 = 2,  /* 3xTF32: each operand split into a tf32 high part and a tf32 low
                                     part, three products (hi hi + lo hi + hi lo): ~fp32 accuracy at
                                     3x the tensor-core work                                          */
+  TESSERA_PRECISION_FP8_FAST_ACCUM = 3 /* fp8 operands: the tensor cores' own accumulation all along K
+                                    (faster, less accurate at long K: torch._scaled_mm's
+                                    use_fast_accum); DEFAULT adds it into fp32 sums every 128 K      */
 } tessera_precision_t;
 
-/* Scales of S8 operands (W8A8 dequantisation): D = act(alpha * scale_a * scale_b * (op(A) op(B)) +
- * beta * C + bias), the int32 sums converted to fp32 and scaled before the rest of the epilogue. */
+/* Scales of S8 and fp8 operands (dequantisation): D = act(alpha * scale_a * scale_b * (op(A) op(B)) +
+ * beta * C + bias), the sums (int32 converted to fp32, or fp32) scaled before the rest of the epilogue. */
 typedef enum tessera_scale_mode_t {
   TESSERA_SCALE_NONE = 0,    /* no scales: scale_a and scale_b must be NULL                          */
   TESSERA_SCALE_TENSOR = 1,  /* one fp32 each: *scale_a and *scale_b                                  */
@@ -99,6 +104,9 @@ typedef enum tessera_scale_mode_t {
  *   C may have a null ptr when beta == 0 (then C is not read at all). C's dtype equals D's.
  *   A and B: F16, BF16 or F32 (the same; F32 as tf32 or 3xTF32, see `precision`); D: F16, BF16 or
  *   F32; accumulation in F32.
+ *   A and B E4M3 or E5M2 (the same; Hopper): products summed in fp32 (the tensor cores' sums promoted
+ *   every 128 K unless TESSERA_PRECISION_FP8_FAST_ACCUM), dequantised as S8's are below; D F16, BF16
+ *   or F32. They read fp8 operands K-major only: others are copied K-major into the workspace.
  *   A and B S8: products summed exactly in int32. D S32 takes the sums as they are (alpha 1, beta 0,
  *   no bias, activation or scales: torch._int_mm); D F16, BF16 or F32 takes them dequantised (see
  *   tessera_scale_mode_t) through the F32 epilogue above. Scales are device pointers to fp32, 4-byte
@@ -133,7 +141,7 @@ typedef struct tessera_gemm_args_t {
   int max_sms;
   /* F32 operands only: TF32 (the default) or TF32X3; F16 / BF16 operands need DEFAULT. */
   tessera_precision_t precision;
-  /* S8 operands only: dequantisation scales (tessera_scale_mode_t); NULL / NONE otherwise. */
+  /* S8 and fp8 operands only: dequantisation scales (tessera_scale_mode_t); NULL / NONE otherwise. */
   const float* scale_a;
   const float* scale_b;
   tessera_scale_mode_t scale_mode;

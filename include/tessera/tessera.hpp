@@ -16,13 +16,21 @@ enum class DType : int {
   BF16 = TESSERA_DTYPE_BF16,
   F32 = TESSERA_DTYPE_F32,
   S8 = TESSERA_DTYPE_S8,   // GEMM operands, summed exactly in int32
-  S32 = TESSERA_DTYPE_S32  // GEMM D of S8 operands: the int32 sums
+  S32 = TESSERA_DTYPE_S32,  // GEMM D of S8 operands: the int32 sums
+  E4M3 = TESSERA_DTYPE_E4M3,  // GEMM operands: fp8 e4m3 (torch.float8_e4m3fn), Hopper
+  E5M2 = TESSERA_DTYPE_E5M2   // GEMM operands: fp8 e5m2 (torch.float8_e5m2), Hopper
 };
 // Dequantisation scales of S8 operands (tessera_scale_mode_t): none, one per tensor, per row of op(A)
 // and per column of op(B).
 enum class ScaleMode : int { None = TESSERA_SCALE_NONE, Tensor = TESSERA_SCALE_TENSOR, RowWise = TESSERA_SCALE_ROWWISE };
 // F32 operands: TF32 (Default) or 3xTF32 (~fp32 accuracy, 3x the tensor-core work); tessera_precision_t.
-enum class Precision : int { Default = TESSERA_PRECISION_DEFAULT, TF32 = TESSERA_PRECISION_TF32, TF32x3 = TESSERA_PRECISION_TF32X3 };
+// fp8 operands: Default (sums promoted to fp32 every 128 K) or Fp8FastAccum (the tensor cores' own).
+enum class Precision : int {
+  Default = TESSERA_PRECISION_DEFAULT,
+  TF32 = TESSERA_PRECISION_TF32,
+  TF32x3 = TESSERA_PRECISION_TF32X3,
+  Fp8FastAccum = TESSERA_PRECISION_FP8_FAST_ACCUM
+};
 enum class Layout : int { RowMajor = TESSERA_ROW_MAJOR, ColMajor = TESSERA_COL_MAJOR };
 enum class Op : int { N = TESSERA_OP_N, T = TESSERA_OP_T };
 enum class BiasMode : int {
@@ -110,6 +118,8 @@ struct GemmArgs {
   // operands that are not K-major (or not 16-byte aligned), and every 3xTF32 call, run on the CUDA
   // cores in plain fp32 instead.
   Precision precision = Precision::Default;
+  // fp8 operands (E4M3 or E5M2, the same; Hopper): D F16 / BF16 / F32 gets the fp32 sums scaled as
+  // below (scales optional); precision Default or Fp8FastAccum.
   // S8 operands (a.dtype == b.dtype == S8): D S32 gets the exact int32 sums (alpha 1, beta 0, no
   // bias, activation or scales); D F16 / BF16 / F32 gets alpha * scale_a * scale_b * sums (+ beta C
   // + bias, then the activation), with fp32 scales per tensor (one value each) or row-wise (M values

@@ -51,7 +51,7 @@ bool is_empty(const GemmArgs& args) {
 }
 
 // Copies an operand the kernels cannot read as it is into the workspace (16-bit: zero padded;
-// fp32 and s8: K-major, fp32 split for 3xTF32) and points the canonical params at the copy.
+// fp32, s8 and fp8: K-major, fp32 split for 3xTF32) and points the canonical params at the copy.
 Status pad_into(const gemm_impl::OperandPlan& op, char* dst, const void** ptr, int64_t* ld, int64_t* batch_stride,
                 cudaStream_t stream) {
   const int64_t contiguous = op.k_major ? op.k : op.rows;
@@ -61,8 +61,8 @@ Status pad_into(const gemm_impl::OperandPlan& op, char* dst, const void** ptr, i
     e = gemm_impl::fallback::prepare_f32(static_cast<const float*>(op.ptr), op.ld, op.batch_stride, op.k_major, op.rows,
                                          op.k, reinterpret_cast<float*>(dst), op.padded_k, op.split, op.padded_batches,
                                          stream);
-  else if (op.s8)
-    e = gemm_impl::fallback::prepare_s8(static_cast<const int8_t*>(op.ptr), op.ld, op.batch_stride, op.k_major, op.rows,
+  else if (op.b8)
+    e = gemm_impl::fallback::prepare_8bit(static_cast<const int8_t*>(op.ptr), op.ld, op.batch_stride, op.k_major, op.rows,
                                         op.k, reinterpret_cast<int8_t*>(dst), op.padded_k, op.padded_batches, stream);
   else
     e = gemm_impl::fallback::pad_operand(op.ptr, op.ld, op.batch_stride, outer, contiguous, dst, op.padded_ld,

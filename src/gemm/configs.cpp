@@ -49,13 +49,15 @@ std::vector<Config> build() {
   v.push_back(Config{-1, Kernel::Fallback, "simt_fallback", 64, 64, 16, 1, 8, 64 * 17 * 4 * 2, 80, 999,
                      "Any alignment, no workspace: CUDA-core fp32 FMA with element-wise loads, slow but always "
                      "correct."});
-  v.back().tf32 = v.back().tf32x3 = v.back().s8 = true;  // fp32 operands in plain fp32, s8 in int32
+  // fp32 operands in plain fp32, s8 in int32, fp8 in fp32
+  v.back().tf32 = v.back().tf32x3 = v.back().s8 = v.back().fp8 = v.back().fp8_promote = true;
   for (Config& c : v) {
     if (c.kernel == Kernel::Sm80) c.tf32 = sm80::has_tf32(c.id), c.s8 = sm80::has_s8(c.id);
     // 3xTF32 needs the promoted accumulators (sm90 Traits::kPromote): the rows with registers for them.
     if (c.kernel == Kernel::Sm90)
       c.tf32 = sm90::has_tf32(c.id), c.tf32x3 = c.tf32 && sm90::consumers_have_room(c.bm, c.bn, c.pingpong),
-      c.s8 = sm90::has_s8(c.id);
+      c.s8 = sm90::has_s8(c.id), c.fp8 = sm90::has_fp8(c.id),
+      c.fp8_promote = c.fp8 && sm90::consumers_have_room(c.bm, c.bn, c.pingpong);
   }
   return v;
 }
@@ -131,7 +133,7 @@ const Config* select_in(Kernel family, const HeuristicInput& in) {
   const Config* smallest = nullptr;
   for (const Config& c : configs()) {
     if (c.kernel != family || c.smem_bytes > in.smem_optin || in.cc < c.min_cc || in.cc > c.max_cc) continue;
-    if ((in.f32 && !c.tf32) || (in.f32x3 && !c.tf32x3) || (in.s8 && !c.s8)) continue;
+    if ((in.f32 && !c.tf32) || (in.f32x3 && !c.tf32x3) || (in.s8 && !c.s8) || (in.fp8 && !c.fp8)) continue;
     const long long tiles = tile_count(c, in.m, in.n, in.batch);
     if (tiles >= in.sm_count) return &c;
     smallest = &c;  // each configs.def lists tiles from large to small
@@ -297,9 +299,13 @@ Selection select_sm90(const HeuristicInput& in) {
     for (const Config& c : configs()) {
       if (c.kernel != Kernel::Sm90 || c.smem_bytes > in.smem_optin || in.cc < c.min_cc || in.cc > c.max_cc) continue;
       if ((flip && !c.flip) || (in.f32 && !c.tf32) || (in.f32x3 && !c.tf32x3) || (in.s8 && !c.s8)) continue;
+      if ((in.fp8 && !c.fp8) || (in.fp8_promote && !c.fp8_promote)) continue;
       // 3xTF32 drains the WGMMA pipeline at each promotion, which the cost model does not see: the
       // 128x64 pairs, with twice the CTAs of 128x128 to cover it, ran faster on most shapes (docs/PERF.md).
       if (in.f32x3 && c.bn > 64) continue;
+      // fp8 with promoted sums: 128x64 pairs read a third more shared memory per FLOP than 128x128,
+      // which binds at fp8's rate (docs/PERF.md): they only where 128x128 tiles leave SMs idle.
+      if (in.fp8_promote && c.bn <= 64 && ((m + 127) / 128) * ((n + 127) / 128) * in.batch >= in.sm_count) continue;
       // The 64x96 decode tile only where its pairs span M (the activations, at most 128 rows): at
       // M = 256 it lost to 64x64 pairs, which the cost model rated the other way round.
       if (c.bn % 64 != 0 && m > c.bm * c.cluster_m) continue;
@@ -321,7 +327,7 @@ Selection select_sm90(const HeuristicInput& in) {
 }
 
 Selection select_uncached(const HeuristicInput& in) {
-  if (skinny_runs(in, kSkinnyAutoRows) && in.cc >= 80 && !in.f32 && !in.s8) return Selection{&skinny_config(), false};
+  if (skinny_runs(in, kSkinnyAutoRows) && in.cc >= 80 && !in.f32 && !in.s8 && !in.fp8) return Selection{&skinny_config(), false};
   // TMA/WGMMA on Hopper when the operands allow it (mma.sync reaches ~65% of Hopper's tensor-core
   // peak, WGMMA all of it); else, or when no sm90 config fits, the mma.sync kernels.
   if (in.cc == 90 && in.tma_ok)
@@ -339,7 +345,7 @@ Selection select(const HeuristicInput& in) {
   thread_local Memo<std::array<long long, 8>, Selection> memo;
   return memo.get({in.m, in.n, in.k, in.batch, in.sm_count, in.cc, in.smem_optin,
                    (in.tma_ok ? 1 : 0) + 2 * in.flip + 8 * (in.skinny_ok ? 1 : 0) + 16 * (in.f32 ? 1 : 0) + 32 * (in.f32x3 ? 1 : 0) +
-                       64 * (in.s8 ? 1 : 0)},
+                       64 * (in.s8 ? 1 : 0) + 128 * (in.fp8 ? 1 : 0) + 256 * (in.fp8_promote ? 1 : 0)},
                   [&] { return select_uncached(in); });
 }
 

@@ -32,6 +32,8 @@ struct Config {
   bool tf32 = false;      // runs fp32 operands as tf32 (sm90/configs.def TESSERA_SM90_TF32; the fallback in fp32)
   bool tf32x3 = false;    // ... and 3xTF32, whose sums need the promoted accumulators (sm90 Traits::kPromote)
   bool s8 = false;        // runs s8 operands (sm90/configs.def TESSERA_SM90_S8; the fallback in int32)
+  bool fp8 = false;       // runs fp8 operands (sm90/configs.def TESSERA_SM90_FP8; the fallback in fp32)
+  bool fp8_promote = false;  // ... with promoted sums (sm90 Traits::kPromote), fp8's default precision
 };
 
 const std::vector<Config>& configs();
@@ -79,6 +81,9 @@ struct HeuristicInput {
   // s8 operands: only the configs with Config::s8, data-parallel (their int32 sums have no split-K
   // or stream-K fix-up), with `k` in 16-bit steps (half the elements) as for fp32.
   bool s8 = false;
+  // fp8 operands: only the configs with Config::fp8 (Config::fp8_promote for promoted sums), `k` as for s8.
+  bool fp8 = false;
+  bool fp8_promote = false;
 };
 
 // Decode shapes (a side of at most this many rows, both operands K-major) go to the skinny kernel

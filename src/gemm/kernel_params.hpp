@@ -6,8 +6,9 @@
 namespace tessera::gemm_impl {
 
 // Element type tags used as template arguments (see dtype.hpp for the mapping to C++ types).
-// kS8: int8 operands (int32 accumulators); kS32: their D, the exact sums.
-enum DTypeTag : int { kF16 = 0, kBF16 = 1, kF32 = 2, kS8 = 3, kS32 = 4 };
+// kS8: int8 operands (int32 accumulators); kS32: their D, the exact sums; kE4M3 / kE5M2: fp8 operands.
+enum DTypeTag : int { kF16 = 0, kBF16 = 1, kF32 = 2, kS8 = 3, kS32 = 4, kE4M3 = 5, kE5M2 = 6 };
+constexpr bool is_fp8(int dt) { return dt == kE4M3 || dt == kE5M2; }
 
 // Element-wise activation applied last in the epilogue (values = the C ABI's tessera_activation_t).
 enum ActivationTag : int { kActNone = 0, kActRelu = 1, kActGelu = 2, kActGeluTanh = 3, kActSilu = 4 };
@@ -67,7 +68,7 @@ struct GemmParams {
   int64_t ldb = 0;
   int64_t batch_stride_b = 0;
   EpilogueParams epi;
-  // s8 operands with a dequantised D: the int32 sums times scale_m[m * scale_step] * scale_n[n *
+  // s8 and fp8 operands with a dequantised D: the sums times scale_m[m * scale_step] * scale_n[n *
   // scale_step] (canonical row m, column n: the caller's scale_a and scale_b, swapped with the
   // orientation) before the epilogue above; null when there are no scales. scale_step: 1 for
   // row-wise vectors, 0 for one value each.

@@ -9,7 +9,7 @@ namespace tessera::gemm_impl {
 
 constexpr int kMaxGridBatch = 65535;
 
-constexpr int dtype_bytes(int dt) { return dt == kF32 || dt == kS32 ? 4 : dt == kS8 ? 1 : 2; }
+constexpr int dtype_bytes(int dt) { return dt == kF32 || dt == kS32 ? 4 : dt == kS8 || is_fp8(dt) ? 1 : 2; }
 
 // `ab_dtype`: A's and B's DTypeTag (their batch strides count its elements).
 template <class LaunchOne>

@@ -35,13 +35,13 @@ ConfigChoice requested_config(const GemmArgs& args, const detail::Environment& e
 
 // K as the heuristic and the sm90 rows count it: the kernels' K (3xTF32 triples it, once the operands
 // are prepared) in 16-bit steps, since configs.def's BK counts 16-bit elements (a tf32 k-tile holds
-// BK / 2, an s8 one 2 x BK).
+// BK / 2, an 8-bit one 2 x BK).
 long long k_steps(const GemmPlan& plan, bool prepared) {
   const long long k = prepared ? plan.kernel_k : plan.params.k;
-  return plan.ab_dtype == kF32 ? 2 * k : plan.ab_dtype == kS8 ? (k + 1) / 2 : k;
+  return plan.ab_dtype == kF32 ? 2 * k : plan.ab_dtype == kS8 || is_fp8(plan.ab_dtype) ? (k + 1) / 2 : k;
 }
 
-// The configs that run the operands of a call the 16-bit-only configs cannot (fp32, 3xTF32, s8).
+// The configs that run the operands of a call the 16-bit-only configs cannot (fp32, 3xTF32, s8, fp8).
 std::string config_names_with(bool Config::*has) {
   std::string s;
   for (const Config& c : configs())
@@ -73,11 +73,24 @@ Status choose(const ConfigChoice& req, const GemmPlan& plan, const detail::Devic
   in.f32 = plan.ab_dtype == kF32;
   in.f32x3 = in.f32 && plan.a.split != kSplitNone;
   in.s8 = plan.ab_dtype == kS8;
-  in.skinny_ok = tma_ok && plan.a.k_major && plan.b.k_major && !in.f32 && !in.s8;
+  in.fp8 = is_fp8(plan.ab_dtype);
+  in.fp8_promote = in.fp8 && plan.promote;
+  in.skinny_ok = tma_ok && plan.a.k_major && plan.b.k_major && !in.f32 && !in.s8 && !in.fp8;
+  // fp8 runs on Hopper's fp8 tensor cores (or, without the workspace for copies, on the CUDA cores there).
+  if (in.fp8 && cc != 90)
+    return fail(TESSERA_STATUS_NOT_SUPPORTED, std::string(plan.ab_dtype == kE4M3 ? "e4m3" : "e5m2") +
+                                                  " operands: tessera's fp8 GEMM runs on sm_90 (Hopper's fp8 tensor "
+                                                  "cores); this device is sm_" + std::to_string(cc));
   if (const Config* c = req.config) {
-    if ((in.f32 && !c->tf32) || (in.f32x3 && !c->tf32x3) || (in.s8 && !c->s8)) {
-      const char* what = in.s8 ? "s8 operands" : in.f32x3 ? "f32 operands (tf32x3)" : "f32 operands (tf32)";
-      bool Config::*has = in.s8 ? &Config::s8 : in.f32x3 ? &Config::tf32x3 : &Config::tf32;
+    if ((in.f32 && !c->tf32) || (in.f32x3 && !c->tf32x3) || (in.s8 && !c->s8) || (in.fp8 && !c->fp8) ||
+        (in.fp8_promote && !c->fp8_promote)) {
+      const char* what = in.s8           ? "s8 operands"
+                         : in.fp8_promote ? "fp8 operands with promoted sums (precision default)"
+                         : in.fp8         ? "fp8 operands"
+                         : in.f32x3       ? "f32 operands (tf32x3)"
+                                          : "f32 operands (tf32)";
+      bool Config::*has = in.s8 ? &Config::s8 : in.fp8_promote ? &Config::fp8_promote : in.fp8 ? &Config::fp8
+                          : in.f32x3 ? &Config::tf32x3 : &Config::tf32;
       return fail(TESSERA_STATUS_NOT_SUPPORTED, std::string("config: '") + c->name + "' has no kernel for " + what +
                                                     "; those with one: " + config_names_with(has));
     }
@@ -114,7 +127,8 @@ Status choose(const ConfigChoice& req, const GemmPlan& plan, const detail::Devic
   if (pick.config->kernel != Kernel::Fallback)
     if (const ConfigChoice tuned = tuned_config(plan, dev, tma_ok); tuned.config)
       if ((!tuned.flip || flip != 0) && (!in.f32 || tuned.config->tf32) && (!in.f32x3 || tuned.config->tf32x3) &&
-          (!in.s8 || tuned.config->s8) &&
+          (!in.s8 || tuned.config->s8) && (!in.fp8 || tuned.config->fp8) &&
+          (!in.fp8_promote || tuned.config->fp8_promote) &&
           (tuned.config->kernel != Kernel::Skinny || skinny_runs(in, skinny::kMaxRows)))
         *out = {tuned.config, false, tuned.flip || (flip == 2 && tuned.config->flip)};
   return Status::success();
@@ -151,7 +165,7 @@ Status plan_sm90(const Config& cfg, const GemmPlan& plan, bool flip, const detai
   l.l2_warm = env.gemm_l2_warm >= 0 && cfg.l2_warm ? env.gemm_l2_warm
                                                    : l2_warm_ktiles(cfg, dc, p.m, p.n, p.batch, budget);
   l.dependent_launch = env.gemm_pdl;
-  l.promote = plan.a.split != kSplitNone;  // 3xTF32 (choose() kept it to rows that promote)
+  l.promote = plan.promote;  // 3xTF32, fp8 (choose() kept them to rows that promote)
 
   // The grid of every batch chunk the launcher will cut (launch_batched): the first and the last.
   const sm90::TileShape shape{cfg.bm, cfg.bn, cfg.bk, cfg.cluster_m, cfg.cluster_n};

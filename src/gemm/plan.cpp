@@ -22,6 +22,8 @@ int tag_of(DType t) {
     case DType::BF16: return kBF16;
     case DType::S8: return kS8;
     case DType::S32: return kS32;
+    case DType::E4M3: return kE4M3;
+    case DType::E5M2: return kE5M2;
     default: return kF32;
   }
 }
@@ -45,9 +47,9 @@ OperandPlan operand(const Matrix& x, Op op, bool rows_are_k, int64_t batch, bool
   p.batch_stride = broadcast ? 0 : x.batch_stride;
   p.padded_batches = broadcast ? 1 : batch;
   p.f32 = x.dtype == DType::F32;
-  p.s8 = x.dtype == DType::S8;
+  p.b8 = x.dtype == DType::S8 || x.dtype == DType::E4M3 || x.dtype == DType::E5M2;
 
-  const int64_t elem = p.f32 ? 4 : p.s8 ? 1 : 2;
+  const int64_t elem = p.f32 ? 4 : p.b8 ? 1 : 2;
   const int64_t vec = 16 / elem;  // elements per 16 bytes
   const int64_t contiguous = p.k_major ? p.k : p.rows;
   const int64_t outer = p.k_major ? p.rows : p.k;
@@ -82,6 +84,7 @@ GemmPlan make_plan(const GemmArgs& args, bool flip) {
   if (plan.swapped) std::swap(a, b);
   if (split3) a.split = kSplitA, b.split = kSplitB;  // by canonical role: the three products pair up
   plan.kernel_k = split3 ? 3 * a.padded_k : a.k;
+  plan.promote = split3 || (is_fp8(plan.ab_dtype) && args.precision != Precision::Fp8FastAccum);
   plan.a = a;
   plan.b = b;
   plan.splitk_bytes = plan.empty ? 0 : splitk_workspace_bound(a.rows, b.rows, a.k, batch);

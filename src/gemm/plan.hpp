@@ -26,15 +26,15 @@ struct OperandPlan {
   // 8 elements, and a contiguous extent that is a multiple of 8 (so a vector never straddles the
   // edge). Otherwise the operand is copied, zero padded, into the workspace first.
   // fp32 operands (tf32): the kernels read them K-major only, 16-byte aligned with K a multiple of 4;
-  // any other fp32 operand, and every 3xTF32 one, is copied K-major into the workspace. s8 operands
-  // likewise, with K a multiple of 16.
+  // any other fp32 operand, and every 3xTF32 one, is copied K-major into the workspace. s8 and fp8
+  // operands likewise, with K a multiple of 16.
   bool aligned = true;
   int64_t padded_ld = 0;     // 16-bit: round_up(contiguous extent, 8); fp32: padded_k, or 3 x padded_k for 3xTF32
   int64_t padded_k = 0;      // K-major copies: K rounded up to 16 bytes (4 fp32, 16 s8), one K range of the copy
   int64_t padded_batches = 0;
   size_t pad_bytes = 0;      // workspace bytes for the padded copy (256-byte granules)
   bool f32 = false;          // fp32 elements: the copy is K-major (whatever the operand's major)
-  bool s8 = false;           // int8 elements: as fp32, read K-major only (16-byte aligned, K a multiple of 16)
+  bool b8 = false;           // 8-bit elements (s8, fp8): as fp32, read K-major only (16-byte aligned, K a multiple of 16)
   // 3xTF32 (fp32 only): the copy lays tf32 high and low parts side by side along K, A as
   // [lo | hi | hi] (kSplitA) and B as [hi | lo | hi] (kSplitB), so that one tf32 GEMM over 3 K sums
   // lo hi + hi lo + hi hi: the small products first, so that the accumulator still holds them at
@@ -42,8 +42,8 @@ struct OperandPlan {
   // their bits).
   int split = 0;
   // 32-bit and 8-bit operands: the tensor cores read them K-major only, so their copies are K-major.
-  bool copies_k_major() const { return f32 || s8; }
-  // The major the kernels read: an fp32 or s8 operand reaches them K-major (as it is, or copied so).
+  bool copies_k_major() const { return f32 || b8; }
+  // The major the kernels read: an fp32 or 8-bit operand reaches them K-major (as it is, or copied so).
   bool kernel_k_major() const { return k_major || copies_k_major(); }
 };
 // The kernels index with 32-bit coordinates (validate's rule for M, N, K; 3xTF32's tripled K too).
@@ -61,6 +61,9 @@ struct GemmPlan {
   // 16-byte chunks), and beta = 0 or C is stored like D and as aligned.
   bool flip_ok = false;
   int ab_dtype = kF16;
+  // The kernels add their accumulators into IEEE fp32 sums as K goes (sm90 Traits::kPromote rows):
+  // 3xTF32 always, fp8 unless Precision::Fp8FastAccum.
+  bool promote = false;
   GemmParams params;         // canonical problem, pointing at the caller's operands
   // K of the tensor-core kernels once the operands are prepared: 3 x round_up(K, 4) for 3xTF32 (the
   // copies' three K ranges), else K. The fallback runs params.k on the caller's operands.

@@ -18,7 +18,7 @@ namespace tessera::gemm_impl {
 namespace {
 
 constexpr const char* kVersion = "v1";
-constexpr int kMaxDTypeTag = 4;  // kS32
+constexpr int kMaxDTypeTag = 6;  // kE5M2
 
 bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'; }
 

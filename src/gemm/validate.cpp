@@ -16,10 +16,11 @@ namespace {
 
 using detail::invalid;
 
+bool is_fp8(DType t) { return t == DType::E4M3 || t == DType::E5M2; }
 bool valid_dtype(DType t) {
-  return t == DType::F16 || t == DType::BF16 || t == DType::F32 || t == DType::S8 || t == DType::S32;
+  return t == DType::F16 || t == DType::BF16 || t == DType::F32 || t == DType::S8 || t == DType::S32 || is_fp8(t);
 }
-int64_t bytes_of(DType t) { return t == DType::F32 || t == DType::S32 ? 4 : t == DType::S8 ? 1 : 2; }
+int64_t bytes_of(DType t) { return t == DType::F32 || t == DType::S32 ? 4 : t == DType::S8 || is_fp8(t) ? 1 : 2; }
 const char* dtype_name(DType t) {
   switch (t) {
     case DType::F16: return "f16";
@@ -27,6 +28,8 @@ const char* dtype_name(DType t) {
     case DType::F32: return "f32";
     case DType::S8: return "s8";
     case DType::S32: return "s32";
+    case DType::E4M3: return "e4m3";
+    case DType::E5M2: return "e5m2";
   }
   return "?";
 }
@@ -119,13 +122,15 @@ Status check_batch(const char* name, const Matrix& m, int64_t batch) {
   return Status::success();
 }
 
-// S8 operands, S32 D and the dequantisation scales (tessera_scale_mode_t). The scales' memory is
-// checked in validate() once M and N are known.
-Status check_integer_rules(const GemmArgs& args) {
-  const bool s8 = args.a.dtype == DType::S8;
+// S8 and fp8 operands, S32 D and the dequantisation scales (tessera_scale_mode_t). The scales' memory
+// is checked in validate() once M and N are known.
+Status check_quantized_rules(const GemmArgs& args) {
+  const bool s8 = args.a.dtype == DType::S8, scalable = s8 || is_fp8(args.a.dtype);
   if (args.a.dtype == DType::S32)
-    return invalid("a.dtype: s32 is an output type (D of s8 operands); a and b may be f16, bf16, f32 or s8");
-  if (args.d.dtype == DType::S8) return invalid("d.dtype: s8 is an operand type; D of s8 operands is s32, f16, bf16 or f32");
+    return invalid("a.dtype: s32 is an output type (D of s8 operands); a and b may be f16, bf16, f32, s8, e4m3 or e5m2");
+  if (args.d.dtype == DType::S8 || is_fp8(args.d.dtype))
+    return invalid(std::string("d.dtype: ") + dtype_name(args.d.dtype) +
+                   " is an operand type; D is f16, bf16 or f32 (s32 for s8 operands' exact sums)");
   if (args.d.dtype == DType::S32 && !s8)
     return invalid(std::string("d.dtype: s32 is the output of s8 operands; a and b are ") + dtype_name(args.a.dtype));
   if (args.scale_mode != ScaleMode::None && args.scale_mode != ScaleMode::Tensor && args.scale_mode != ScaleMode::RowWise)
@@ -134,8 +139,9 @@ Status check_integer_rules(const GemmArgs& args) {
   if (args.scale_mode == ScaleMode::None) {
     if (args.scale_a) return invalid("scale_a: must be null when scale_mode is none");
     if (args.scale_b) return invalid("scale_b: must be null when scale_mode is none");
-  } else if (!s8) {
-    return invalid(std::string("scale_mode: scales dequantise s8 operands; a and b are ") + dtype_name(args.a.dtype));
+  } else if (!scalable) {
+    return invalid(std::string("scale_mode: scales dequantise s8 and fp8 operands; a and b are ") +
+                   dtype_name(args.a.dtype));
   }
   if (args.d.dtype == DType::S32) {
     if (args.scale_mode != ScaleMode::None)
@@ -208,16 +214,19 @@ Status validate(const GemmArgs& args) {
     return invalid(std::string("b.dtype: must equal a.dtype (") + dtype_name(args.a.dtype) + "), got " +
                    dtype_name(args.b.dtype));
   if (args.precision != Precision::Default && args.precision != Precision::TF32 &&
-      args.precision != Precision::TF32x3)
-    return invalid("precision: must be default (0), tf32 (1) or tf32x3 (2) (got " +
+      args.precision != Precision::TF32x3 && args.precision != Precision::Fp8FastAccum)
+    return invalid("precision: must be default (0), tf32 (1), tf32x3 (2) or fp8 fast accumulation (3) (got " +
                    std::to_string(int(args.precision)) + ")");
-  if (args.precision != Precision::Default && args.a.dtype != DType::F32)
+  if ((args.precision == Precision::TF32 || args.precision == Precision::TF32x3) && args.a.dtype != DType::F32)
     return invalid(std::string("precision: tf32 and tf32x3 apply to f32 operands; a and b are ") +
+                   dtype_name(args.a.dtype) + " (leave precision at default)");
+  if (args.precision == Precision::Fp8FastAccum && !is_fp8(args.a.dtype))
+    return invalid(std::string("precision: fp8 fast accumulation applies to e4m3 / e5m2 operands; a and b are ") +
                    dtype_name(args.a.dtype) + " (leave precision at default)");
   if (use_c && args.c.dtype != args.d.dtype)
     return invalid(std::string("c.dtype: must equal d.dtype (") + dtype_name(args.d.dtype) + "), got " +
                    dtype_name(args.c.dtype));
-  if (Status s = check_integer_rules(args); !s.ok()) return s;
+  if (Status s = check_quantized_rules(args); !s.ok()) return s;
 
   // Shapes: op(A) is M x K, op(B) is K x N, C and D are M x N.
   const int64_t m = args.op_a == Op::N ? args.a.rows : args.a.cols;

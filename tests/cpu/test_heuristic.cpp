@@ -689,6 +689,43 @@ TEST(Heuristic, S8OperandsTakeTheS8Rows) {
   EXPECT_STREQ(select_config(big).name, kSm90Large);
 }
 
+// fp8 operands: the fp8 rows, on Hopper only; promoted sums (the default) only where they fit.
+TEST(Heuristic, Fp8OperandsTakeTheFp8Rows) {
+  int fp8_rows = 0, promoting = 0;
+  for (const Config& c : configs()) {
+    fp8_rows += c.fp8 && c.kernel == Kernel::Sm90;
+    promoting += c.fp8_promote && c.kernel == Kernel::Sm90;
+    EXPECT_TRUE(!c.fp8_promote || c.fp8) << c.name;
+  }
+  EXPECT_GE(fp8_rows, 2);
+  EXPECT_GE(promoting, 1);
+  EXPECT_TRUE(ti::fallback_config().fp8);
+  EXPECT_FALSE(ti::skinny_config().fp8);
+  EXPECT_FALSE(ti::find_config(kSm90Large)->fp8_promote);  // 128x256: no registers for a second set
+  for (auto [m, n, k] : std::vector<std::array<long long, 3>>{
+           {8192, 8192, 8192}, {4096, 4096, 4096}, {1024, 1024, 1024}, {128, 4096, 4096}, {16, 4096, 4096}, {1, 1, 1}}) {
+    HeuristicInput in{m, n, (k + 1) / 2, 1, kH100.sm_count, kH100.cc, kH100.smem_optin, true};
+    in.fp8 = true;
+    in.skinny_ok = false;
+    const Config& fast = select_config(in);
+    EXPECT_EQ(fast.kernel, Kernel::Sm90) << m << "x" << n << "x" << k << ": " << fast.name;
+    EXPECT_TRUE(fast.fp8) << fast.name;
+    in.fp8_promote = true;
+    const Config& promoted = select_config(in);
+    EXPECT_TRUE(promoted.fp8_promote) << promoted.name;
+    in.tma_ok = false;  // no copies: the CUDA cores
+    EXPECT_EQ(select_config(in).kernel, Kernel::Fallback);
+  }
+  HeuristicInput big{8192, 8192, 4096, 1, kH100.sm_count, kH100.cc, kH100.smem_optin, true};
+  big.fp8 = true;
+  EXPECT_STREQ(select_config(big).name, kSm90Large);
+  big.fp8_promote = true;  // 128x128 where its tiles fill the GPU, 128x64 pairs where they do not
+  EXPECT_STREQ(select_config(big).name, kSm90Medium);
+  HeuristicInput decode{128, 4096, 2048, 1, kH100.sm_count, kH100.cc, kH100.smem_optin, true};
+  decode.fp8 = decode.fp8_promote = true;
+  EXPECT_STREQ(select_config(decode).name, kSm90Small);
+}
+
 TEST(Heuristic, F32OperandsTakeTheTf32Rows) {
   int tf32_rows = 0;
   for (const Config& c : configs()) tf32_rows += c.tf32 && c.kernel == Kernel::Sm90;

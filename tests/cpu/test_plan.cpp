@@ -874,7 +874,7 @@ TEST(PlanS8, KMajorAlignedOperandsAreReadAsTheyAre) {
   g.op_b = Op::T;
   g.d.dtype = DType::S32;
   const GemmPlan plan = checked_plan(g);
-  EXPECT_TRUE(plan.a.aligned && plan.a.k_major && plan.a.s8);
+  EXPECT_TRUE(plan.a.aligned && plan.a.k_major && plan.a.b8);
   EXPECT_TRUE(plan.b.aligned && plan.b.k_major);
   EXPECT_EQ(plan.workspace_bytes, 0u);
   EXPECT_EQ(plan.ab_dtype, ti::kS8);
@@ -906,6 +906,32 @@ TEST(PlanS8, MNMajorOrRaggedOperandsAreCopiedKMajor) {
   EXPECT_FALSE(checked_plan(g).b.aligned);
 }
 
+TEST(PlanFp8, ReadKMajorAndPromotedUnlessFastAccumulation) {
+  GemmArgs g = rr_args(64, 48, 40);  // B N-major, K = 40: both copied K-major (K padded to 48)
+  g.a = tessera::dense(P(kA), DType::E4M3, 64, 40, Layout::RowMajor);
+  g.b = tessera::dense(P(kB), DType::E4M3, 40, 48, Layout::RowMajor);
+  g.d.dtype = DType::BF16;
+  GemmPlan plan = checked_plan(g);
+  EXPECT_EQ(plan.ab_dtype, ti::kE4M3);
+  EXPECT_TRUE(plan.promote);
+  EXPECT_TRUE(plan.a.b8 && plan.b.b8);
+  EXPECT_FALSE(plan.a.aligned);
+  EXPECT_FALSE(plan.b.aligned);
+  EXPECT_EQ(plan.a.padded_k, 48);
+  EXPECT_EQ(plan.b.pad_bytes, size_t(round_up(48 * 48, 256)));
+  EXPECT_FALSE(plan.flip_ok);
+  g.precision = tessera::Precision::Fp8FastAccum;
+  EXPECT_FALSE(checked_plan(g).promote);
+  g.a.dtype = g.b.dtype = DType::E5M2;
+  g.precision = tessera::Precision::Default;
+  plan = checked_plan(g);
+  EXPECT_EQ(plan.ab_dtype, ti::kE5M2);
+  EXPECT_TRUE(plan.promote);
+  // 16-bit operands never promote; 3xTF32 does.
+  g.a.dtype = g.b.dtype = DType::BF16;
+  EXPECT_FALSE(checked_plan(g).promote);
+}
+
 TEST(PlanS8, ScalesFollowTheOrientation) {
   GemmArgs g = rr_args(64, 48, 32);
   g.a.dtype = g.b.dtype = DType::S8;
@@ -931,7 +957,7 @@ TEST(PlanS8, ScalesFollowTheOrientation) {
 // bytes of each matrix's own element type (s8 operands 1, fp32 4, an s32 D 4).
 TEST(LaunchBatched, ChunksAdvanceByEachMatrixsElementBytes) {
   for (auto [ab, ab_bytes, d, d_bytes] : std::vector<std::tuple<int, int, int, int>>{
-           {ti::kS8, 1, ti::kS32, 4}, {ti::kF32, 4, ti::kBF16, 2}, {ti::kBF16, 2, ti::kF32, 4}, {ti::kF16, 2, ti::kF16, 2}}) {
+           {ti::kS8, 1, ti::kS32, 4}, {ti::kE4M3, 1, ti::kBF16, 2}, {ti::kE5M2, 1, ti::kF32, 4}, {ti::kF32, 4, ti::kBF16, 2}, {ti::kBF16, 2, ti::kF32, 4}, {ti::kF16, 2, ti::kF16, 2}}) {
     ti::GemmParams p;
     p.batch = 2 * ti::kMaxGridBatch + 3;
     p.a = reinterpret_cast<const void*>(uintptr_t(1) << 40);

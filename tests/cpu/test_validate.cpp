@@ -357,7 +357,7 @@ TEST(Validate, S8OperandsS32OutputAndScales) {
   g.d.dtype = DType::BF16;
   g.scale_mode = ScaleMode::Tensor;
   g.scale_a = sa, g.scale_b = sb;
-  expect_invalid(g, "scale_mode: scales dequantise s8 operands");
+  expect_invalid(g, "scale_mode: scales dequantise s8 and fp8 operands");
   g.scale_mode = ScaleMode::None;
   g.scale_a = g.scale_b = nullptr;
   g.a.dtype = g.b.dtype = DType::S32;
@@ -367,6 +367,43 @@ TEST(Validate, S8OperandsS32OutputAndScales) {
   g.b.dtype = DType::S8;
   g.precision = Precision::TF32;
   expect_invalid(g, "precision");
+}
+
+// fp8 operands: a float D (never fp8 or s32), scales as for s8, fast accumulation as their precision.
+TEST(Validate, Fp8OperandsScalesAndPrecision) {
+  GemmArgs g = valid_args();  // D f32
+  for (DType t : {DType::E4M3, DType::E5M2}) {
+    g.a.dtype = g.b.dtype = t;
+    g.precision = Precision::Default;
+    g.scale_mode = ScaleMode::None;
+    g.scale_a = g.scale_b = nullptr;
+    expect_valid(g);
+    g.precision = Precision::Fp8FastAccum;
+    expect_valid(g);
+    g.scale_mode = ScaleMode::RowWise;
+    g.scale_a = reinterpret_cast<const float*>(kScaleA);
+    g.scale_b = reinterpret_cast<const float*>(kScaleB);
+    expect_valid(g);
+    g.precision = Precision::TF32;
+    expect_invalid(g, "precision: tf32 and tf32x3 apply to f32 operands");
+    g.precision = Precision::Default;
+    g.d.dtype = t;
+    expect_invalid(g, "is an operand type");
+    g.d.dtype = DType::S32;
+    expect_invalid(g, "d.dtype: s32 is the output of s8 operands");
+    g.d.dtype = DType::BF16;
+    expect_valid(g);
+    g.d.dtype = DType::F32;
+  }
+  g.b.dtype = DType::E4M3;  // e5m2 x e4m3: one fp8 type per call
+  expect_invalid(g, "b.dtype");
+  g.a.dtype = g.b.dtype = DType::BF16;
+  g.scale_mode = ScaleMode::None;
+  g.scale_a = g.scale_b = nullptr;
+  g.precision = Precision::Fp8FastAccum;
+  expect_invalid(g, "precision: fp8 fast accumulation applies to e4m3 / e5m2 operands");
+  g.precision = Precision(4);
+  expect_invalid(g, "fp8 fast accumulation (3)");
 }
 
 TEST(Validate, BDtypeMustEqualADtype) {

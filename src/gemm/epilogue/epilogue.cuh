@@ -182,9 +182,24 @@ __device__ __forceinline__ void epilogue_row8(const EpilogueParams& p, int l, in
   }
 }
 
+// Dequantised sums (s8 and fp8 operands), 8 consecutive of one row: v * scale_m * scale_n
+// (GemmParams; none where null), then the fp32 epilogue above. The caller checks m < M.
+template <bool kInlineActivation>
+__device__ __forceinline__ void epilogue_row8_scaled(const GemmParams& p, int l, int m, int n0, int n_limit,
+                                                     float (&v)[8]) {
+  if (p.scale_m) {
+    const float row_scale = p.scale_m[int64_t(m) * p.scale_step];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int n = p.scale_step ? (n0 + i < n_limit ? n0 + i : n0) : 0;  // clamped: a ragged edge reads in bounds
+      v[i] *= row_scale * p.scale_n[n];
+    }
+  }
+  epilogue_row8<kInlineActivation>(p.epi, l, m, n0, n_limit, v);
+}
+
 // The int32 sums of s8 operands, 8 consecutive of one row: an s32 D takes them as they are, any other
-// D gets them dequantised, float(sum) * scale_m * scale_n (GemmParams), through the fp32 epilogue
-// above. The caller checks m < M.
+// D gets them dequantised through epilogue_row8_scaled. The caller checks m < M.
 template <bool kInlineActivation>
 __device__ __forceinline__ void epilogue_row8_s32(const GemmParams& p, int l, int m, int n0, int n_limit,
                                                   const int (&sums)[8]) {
@@ -201,14 +216,10 @@ __device__ __forceinline__ void epilogue_row8_s32(const GemmParams& p, int l, in
     }
     return;
   }
-  const float row_scale = p.scale_m ? p.scale_m[int64_t(m) * p.scale_step] : 1.0f;
   float v[8];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int n = p.scale_step ? (n0 + i < n_limit ? n0 + i : n0) : 0;  // clamped: a ragged edge reads in bounds
-    v[i] = float(sums[i]) * row_scale * (p.scale_n ? p.scale_n[n] : 1.0f);
-  }
-  epilogue_row8<kInlineActivation>(e, l, m, n0, n_limit, v);
+  for (int i = 0; i < 8; ++i) v[i] = float(sums[i]);
+  epilogue_row8_scaled<kInlineActivation>(p, l, m, n0, n_limit, v);
 }
 
 }  // namespace tessera::gemm_impl

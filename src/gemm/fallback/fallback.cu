@@ -1,5 +1,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <type_traits>
 
@@ -108,10 +109,12 @@ constexpr int kTile = 64, kTileK = 16, kThreads = 256;
 template <class T>
 __device__ __forceinline__ float load_f(const T* p) { return to_float(*p); }
 __device__ __forceinline__ int load_f(const int8_t* p) { return *p; }
+__device__ __forceinline__ float load_f(const __nv_fp8_e4m3* p) { return float(*p); }
+__device__ __forceinline__ float load_f(const __nv_fp8_e5m2* p) { return float(*p); }
 
 // 64x64 output tile, 256 threads; each thread computes 2 rows x 8 consecutive columns so that the
 // shared epilogue (8 outputs per call) applies. Operands go through shared memory as fp32 (s8: as
-// int32, summed exactly).
+// int32, summed exactly; fp8 sums scaled as they leave).
 template <class T>
 __global__ void __launch_bounds__(kThreads) simt_kernel(GemmParams p, bool a_k_major, bool b_k_major) {
   using Acc = std::conditional_t<std::is_same_v<T, int8_t>, int, float>;
@@ -153,6 +156,7 @@ __global__ void __launch_bounds__(kThreads) simt_kernel(GemmParams p, bool a_k_m
     const int m = m0 + ty * 2 + i;
     if (m >= p.m || n0 + tx * 8 >= p.n) continue;
     if constexpr (std::is_same_v<Acc, int>) epilogue_row8_s32<true>(p, l, m, n0 + tx * 8, p.n, acc[i]);
+    else if constexpr (sizeof(T) == 1) epilogue_row8_scaled<true>(p, l, m, n0 + tx * 8, p.n, acc[i]);
     else epilogue_row8<true>(p.epi, l, m, n0 + tx * 8, p.n, acc[i]);
   }
 }
@@ -170,7 +174,7 @@ cudaError_t prepare_f32(const float* src, int64_t ld, int64_t src_batch_stride, 
   return prepare<float>(src, ld, src_batch_stride, k_major, rows, k, dst, padded_k, split, batches, stream);
 }
 
-cudaError_t prepare_s8(const int8_t* src, int64_t ld, int64_t src_batch_stride, bool k_major, int64_t rows, int64_t k,
+cudaError_t prepare_8bit(const int8_t* src, int64_t ld, int64_t src_batch_stride, bool k_major, int64_t rows, int64_t k,
                        int8_t* dst, int64_t padded_k, int64_t batches, cudaStream_t stream) {
   // Already K-major (a ragged K or an unaligned row): rows padded 16 bytes at a time, no transpose.
   if (k_major) return pad(src, ld, src_batch_stride, rows, k, dst, padded_k, batches, stream);
@@ -184,6 +188,8 @@ cudaError_t simt(int ab_dtype, bool a_k_major, bool b_k_major, const GemmParams&
     if (ab_dtype == kBF16) simt_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(q, a_k_major, b_k_major);
     else if (ab_dtype == kF32) simt_kernel<float><<<grid, kThreads, 0, stream>>>(q, a_k_major, b_k_major);
     else if (ab_dtype == kS8) simt_kernel<int8_t><<<grid, kThreads, 0, stream>>>(q, a_k_major, b_k_major);
+    else if (ab_dtype == kE4M3) simt_kernel<__nv_fp8_e4m3><<<grid, kThreads, 0, stream>>>(q, a_k_major, b_k_major);
+    else if (ab_dtype == kE5M2) simt_kernel<__nv_fp8_e5m2><<<grid, kThreads, 0, stream>>>(q, a_k_major, b_k_major);
     else simt_kernel<__half><<<grid, kThreads, 0, stream>>>(q, a_k_major, b_k_major);
     return cudaGetLastError();
   });

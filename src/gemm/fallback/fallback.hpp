@@ -1,7 +1,8 @@
 // Kernels without CuTe for the cases the tensor-core kernels do not take directly:
 //  - pad_operand: copies an unaligned operand into the workspace with its contiguous extent
 //    padded (with zeros) to a multiple of 8 elements, so the fast kernels can read it;
-//  - prepare_f32 / prepare_s8: copy an fp32 (for 3xTF32 split) or s8 operand K-major into the workspace;
+//  - prepare_f32 / prepare_8bit: copy an fp32 (for 3xTF32 split) or 8-bit (s8, fp8) operand K-major
+//    into the workspace;
 //  - simt: a CUDA-core GEMM with element-wise loads for any alignment, used when the caller
 //    gave too little workspace for the padded copies.
 #pragma once
@@ -24,11 +25,11 @@ cudaError_t pad_operand(const void* src, int64_t ld, int64_t src_batch_stride, i
 cudaError_t prepare_f32(const float* src, int64_t ld, int64_t src_batch_stride, bool k_major, int64_t rows, int64_t k,
                         float* dst, int64_t padded_k, int split, int64_t batches, cudaStream_t stream);
 
-// s8 operand -> K-major dst of rows x padded_k per batch, zeros past k.
-cudaError_t prepare_s8(const int8_t* src, int64_t ld, int64_t src_batch_stride, bool k_major, int64_t rows, int64_t k,
+// s8 or fp8 operand (bytes) -> K-major dst of rows x padded_k per batch, zeros past k.
+cudaError_t prepare_8bit(const int8_t* src, int64_t ld, int64_t src_batch_stride, bool k_major, int64_t rows, int64_t k,
                        int8_t* dst, int64_t padded_k, int64_t batches, cudaStream_t stream);
 
-// Canonical GEMM with general operand majors (f16, bf16, or f32 in plain fp32 FMA; s8 in int32).
+// Canonical GEMM with general operand majors (f16, bf16, or f32 in plain fp32 FMA; s8 in int32; fp8 in fp32).
 cudaError_t simt(int ab_dtype, bool a_k_major, bool b_k_major, const GemmParams& p, cudaStream_t stream);
 
 }  // namespace tessera::gemm_impl::fallback

@@ -48,6 +48,20 @@ constexpr bool has_s8(int id) {
   return false;
 }
 
+// Whether row `id` also compiles fp8 variants (configs.def TESSERA_SM90_FP8).
+constexpr bool has_fp8(int id) {
+  constexpr int rows[] = {
+#define TESSERA_SM90_CONFIG(...)
+#define TESSERA_SM90_FP8(row, reason) row,
+#include "gemm/sm90/configs.def"
+#undef TESSERA_SM90_FP8
+#undef TESSERA_SM90_CONFIG
+      -1};
+  for (int r : rows)
+    if (r == id) return true;
+  return false;
+}
+
 // Consumer warpgroups of a configuration: one per 64 rows of the tile (cooperative) or two.
 constexpr int consumer_warpgroups(int bm, bool pingpong) { return pingpong ? 2 : bm / 64; }
 

@@ -18,6 +18,8 @@ struct Row {
   PrepareFn tf32_prepare = nullptr;
   LaunchFn s8 = nullptr;       // s8 operands, both K-major (configs.def TESSERA_SM90_S8)
   PrepareFn s8_prepare = nullptr;
+  std::array<LaunchFn, 2> fp8{};  // [e4m3, e5m2] operands, both K-major (configs.def TESSERA_SM90_FP8)
+  std::array<PrepareFn, 2> fp8_prepare{};
 };
 
 template <int Cfg>
@@ -38,6 +40,10 @@ constexpr Row row() {
   if constexpr (has_s8(Cfg)) {
     r.s8 = &launch<Cfg, kS8, true, true>;
     r.s8_prepare = &prepare<Cfg, kS8, true, true>;
+  }
+  if constexpr (has_fp8(Cfg)) {
+    r.fp8 = {&launch<Cfg, kE4M3, true, true>, &launch<Cfg, kE5M2, true, true>};
+    r.fp8_prepare = {&prepare<Cfg, kE4M3, true, true>, &prepare<Cfg, kE5M2, true, true>};
   }
   return r;
 }
@@ -63,6 +69,10 @@ int prepare(int cfg, int dt, bool a_k_major, bool b_k_major, int sm_count) {
   if (!r || sm_count <= 0) return -int(cudaErrorInvalidValue);
   if (dt == kF32) return r->tf32_prepare && a_k_major && b_k_major ? r->tf32_prepare(sm_count) : -int(cudaErrorInvalidValue);
   if (dt == kS8) return r->s8_prepare && a_k_major && b_k_major ? r->s8_prepare(sm_count) : -int(cudaErrorInvalidValue);
+  if (is_fp8(dt)) {
+    const PrepareFn f = r->fp8_prepare[dt == kE5M2];
+    return f && a_k_major && b_k_major ? f(sm_count) : -int(cudaErrorInvalidValue);
+  }
   if (dt != kF16 && dt != kBF16) return -int(cudaErrorInvalidValue);
   return r->prepare[variant(dt, a_k_major, b_k_major)](sm_count);
 }
@@ -72,6 +82,7 @@ cudaError_t run(int cfg, int dt, bool a_k_major, bool b_k_major, const GemmParam
   const Row* r = find(cfg);
   if (dt == kF32) return r->tf32(p, l, stream);  // the plan ran prepare() for it: K-major, a tf32 row
   if (dt == kS8) return r->s8(p, l, stream);      // likewise: K-major, an s8 row
+  if (is_fp8(dt)) return r->fp8[dt == kE5M2](p, l, stream);  // likewise: an fp8 row
   return r->fn[variant(dt, a_k_major, b_k_major)](p, l, stream);
 }
 

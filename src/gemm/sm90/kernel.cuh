@@ -52,6 +52,9 @@ template <> struct ElementOf<kBF16> { using type = cute::bfloat16_t; };
 template <> struct ElementOf<kF32> { using type = cute::tfloat32_t; };
 // s8 operands: int32 accumulators, exact sums; K-major only.
 template <> struct ElementOf<kS8> { using type = int8_t; };
+// fp8 operands: fp32 accumulators (promoted: KernelParams::promote), scaled sums; K-major only.
+template <> struct ElementOf<kE4M3> { using type = cute::float_e4m3_t; };
+template <> struct ElementOf<kE5M2> { using type = cute::float_e5m2_t; };
 
 // Global operand (rows, K, batches) with the contiguous mode's unit stride static, as TMA wants.
 template <bool KMajor>
@@ -104,6 +107,9 @@ struct Traits {
   // (acc_bits) to epilogue_row8_s32: no TMA-store, split-K or stream-K path is compiled for them.
   static constexpr bool kIntSums = std::is_same_v<Element, int8_t>;
   using Accum = std::conditional_t<kIntSums, int32_t, float>;
+  // fp8 operands: fp32 sums, scaled as they leave through the staging (epilogue_row8_scaled); split-K
+  // and stream-K fold the unscaled sums.
+  static constexpr bool kFp8 = sizeof(Element) == 1 && !kIntSums;
 
   // smem: 128-byte swizzle atoms (8 rows x 64 K-elements, or 64 MN-elements x 8 rows) tiled over
   // (rows, BK, Stages); the same layout describes the TMA box and the WGMMA descriptors.
@@ -219,9 +225,12 @@ struct Traits {
   }
   static constexpr bool kFlip = supports_flip(BM, BN, Pingpong);  // a column-major D (config_shape.hpp)
   static constexpr bool kL2Warm = supports_l2_warm(BM, BN, Pingpong);  // KernelParams::prefetch_a/_b
-  // tf32 tiles with registers for a second set of accumulators (KernelParams::promote, for 3xTF32).
-  static constexpr bool kPromote = sizeof(Element) == 4 && !OneTile_ && consumers_have_room(BM, BN, Pingpong);
-  static constexpr int kPromoteKTiles = 4;  // 128 tf32 k per WGMMA run between promotions
+  // tf32 and fp8 tiles with registers for a second set of accumulators (KernelParams::promote: 3xTF32,
+  // fp8 by default).
+  static constexpr bool kPromote = (sizeof(Element) == 4 || kFp8) && !OneTile_ && consumers_have_room(BM, BN, Pingpong);
+  // K between promotions: 128 tf32 (4 k-tiles); 128 fp8 (every k-tile), where the fp8 WGMMA's own
+  // accumulation keeps too few bits for longer runs.
+  static constexpr int kPromoteKTiles = kFp8 ? 1 : 4;
   static constexpr uint32_t kTxBytes = (BM + BN) * BK * sizeof(Element);  // full boxes, OOB zero-filled
 
   // Epilogue buffers per consumer warpgroup (config_shape.hpp): kEpiBuffers 16-bit 64 x 64 TMA-store
@@ -803,6 +812,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
         CUTE_UNROLL
         for (int i = 0; i < 8; ++i) sums[i] = __float_as_int(v[i]);
         epilogue_row8_s32<false>(g, c.l, m, n0, g.n, sums);
+      } else if constexpr (T::kFp8) {
+        epilogue_row8_scaled<false>(g, c.l, m, n0, g.n, v);
       } else {
         epilogue_row8<false>(g.epi, c.l, m, n0, g.n, v);
       }
@@ -810,7 +821,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     if constexpr (T::kIntSums) {  // data-parallel, through the staging (the plan decides nothing else)
       staged(store);
       continue;
-    } else if (kOneTile || p.epi_mode != kEpiStaged) {
+    } else if (!T::kFp8 && (kOneTile || p.epi_mode != kEpiStaged)) {
       // Per 64 x kStoreN sub-tile, in buffer sub % kEpiBuffers: wait until the TMA store that last
       // read that buffer is done (the previous tile's last stores drain under this tile's mainloop;
       // with two buffers the previous sub-tile's store runs while this one is written), write the
