@@ -45,9 +45,15 @@ QUICK_SHAPES = [
 
 # Suite dtype name -> the binary's --dtype value, and its --out-dtype (the input's; fp32 for the fp32
 # operands of tf32 / 3xTF32, whose anchors are cuBLASLt's tf32 and fp32 compute types; s32 for int8,
-# the exact int32 sums against cuBLASLt's int8 GEMM (CUBLAS_COMPUTE_32I), verified bit for bit).
-DTYPES = {"bf16": "bf16", "fp16": "f16", "f16": "f16", "tf32": "tf32", "tf32x3": "tf32x3", "int8": "int8"}
-OUT_DTYPES = {"tf32": "f32", "tf32x3": "f32", "int8": "s32"}
+# the exact int32 sums against cuBLASLt's int8 GEMM (CUBLAS_COMPUTE_32I), verified bit for bit; bf16
+# for the fp8 operands (Hopper only), scales per tensor (the binary's default), against cuBLASLt's fp8
+# GEMM with the same scales and accumulation mode: e4m3 with the sums promoted every 128 K, e4m3_fast
+# with --fast-accum (the tensor cores' own accumulation), e5m2 against cuBLASLt's e5m2 x e4m3).
+DTYPES = {"bf16": "bf16", "fp16": "f16", "f16": "f16", "tf32": "tf32", "tf32x3": "tf32x3", "int8": "int8",
+          "e4m3": "e4m3", "e4m3_fast": "e4m3", "e5m2": "e5m2"}
+OUT_DTYPES = {"tf32": "f32", "tf32x3": "f32", "int8": "s32", "e4m3": "bf16", "e4m3_fast": "bf16", "e5m2": "bf16"}
+EXTRA_ARGS = {"e4m3_fast": ["--fast-accum"]}
+FP8_DTYPES = {"e4m3", "e4m3_fast", "e5m2"}  # sm_90 only: skipped on other GPUs
 
 # Exit codes of the binary (tools/check.hpp).
 EXIT_VERIFY_FAILED, EXIT_TESSERA_ERROR, EXIT_NO_DEVICE = 1, 2, 3
@@ -131,7 +137,7 @@ def run_case(binary, case, args, env):
     """One shape. Returns a row: the case, a status (ok | verify_failed | error), the binary's JSON."""
     cmd = [str(binary), "gemm", "--m", str(case.m), "--n", str(case.n), "--k", str(case.k),
            "--dtype", DTYPES[case.dtype], "--out-dtype", OUT_DTYPES.get(case.dtype, DTYPES[case.dtype]),
-           "--layout", case.layout,
+           "--layout", case.layout, *EXTRA_ARGS.get(case.dtype, []),
            "--compare", "cublas", "--verify", "--iters", str(args.iters), "--warmup", str(args.warmup), "--json", "-"]
     row = {"case": asdict(case), "shape": case.shape, "status": "error", "result": None, "error": None,
            "exit_code": None}
@@ -225,6 +231,17 @@ def markdown(meta, rows):
             "cublas_anchor field says what it ran).",
             "",
         ]
+    if FP8_DTYPES & set(meta["dtypes"]):
+        lines += [
+            "fp8 rows (e4m3, e4m3_fast = --fast-accum, e5m2): operands in [-4, 4] as the fp8 type holds them, one "
+            "fp32 scale each, bf16 D; verified against cuBLASLt's fp32 GEMM of the operands widened to fp32 "
+            "(tolerance 1e-2 for bf16, and for fast accumulation at least 2e-2 * sqrt(K / 4096)); cuBLAS = "
+            "cuBLASLt's fp8 GEMM (CUBLAS_COMPUTE_32F, A/B_SCALE_POINTER, FAST_ACCUM as the row's) on K-major "
+            "operands, zero-padded to multiples of 16 where needed (7777 -> 7792, not counted in its TFLOP/s); "
+            "e5m2 against cuBLASLt's e5m2 x e4m3 (it has no e5m2 x e5m2 GEMM). The binary's cublas_anchor field "
+            "says what it ran.",
+            "",
+        ]
     lines += [
         "| shape | dtype | layout | config | tessera TFLOP/s | cuBLAS TFLOP/s | ratio | verify |",
         "|---|---|---|---|---:|---:|---:|---|",
@@ -296,7 +313,8 @@ def parse_args(argv):
                    help="small subset: 4096^3, 8192^3, 7777^3, 128x4096x4096, 4096x28672x4096, 1000^3 (bf16 only "
                         "unless --dtypes)")
     p.add_argument("--dtypes", default=None,
-                   help="comma-separated from bf16, fp16, tf32, tf32x3, int8 (default: bf16,fp16; --quick: bf16)")
+                   help="comma-separated from bf16, fp16, tf32, tf32x3, int8, e4m3, e4m3_fast, e5m2 (fp8: sm_90 "
+                        "only) (default: bf16,fp16; --quick: bf16)")
     p.add_argument("--out", default=str(ROOT / "bench" / "results"), help="output folder (default: %(default)s)")
     p.add_argument("--timeout", type=float, default=300, help="seconds per shape (default: %(default)s)")
     p.add_argument("--iters", type=int, default=20, help="timed samples per library (default: %(default)s)")
@@ -305,7 +323,8 @@ def parse_args(argv):
     dtypes = args.dtypes.split(",") if args.dtypes else (["bf16"] if args.quick else ["bf16", "fp16"])
     unknown = [d for d in dtypes if d not in DTYPES]
     if unknown:
-        p.error(f"--dtypes: unknown {', '.join(unknown)} (expected bf16, fp16, tf32, tf32x3, int8)")
+        p.error(f"--dtypes: unknown {', '.join(unknown)} "
+                "(expected bf16, fp16, tf32, tf32x3, int8, e4m3, e4m3_fast, e5m2)")
     args.dtypes = dtypes
     return args
 
@@ -320,6 +339,13 @@ def main(argv=None):
         return 2
     info = query_info(binary)
     device = info["devices"][0]
+    if str(device.get("cc")) != "9.0" and FP8_DTYPES & set(args.dtypes):
+        skipped = [d for d in args.dtypes if d in FP8_DTYPES]
+        print(f"gemm_suite: skipping {', '.join(skipped)}: tessera's fp8 GEMMs run on sm_90 only "
+              f"(this GPU is cc {device.get('cc')})", file=sys.stderr)
+        args.dtypes = [d for d in args.dtypes if d not in FP8_DTYPES]
+        if not args.dtypes:
+            return 0
     commit, dirty = git_commit()
     started = utc_now()
     meta = {

@@ -18,6 +18,8 @@ cudaDataType cuda_type(DType t) {
     case DType::F32: return CUDA_R_32F;
     case DType::S8: return CUDA_R_8I;
     case DType::S32: return CUDA_R_32I;
+    case DType::E4M3: return CUDA_R_8F_E4M3;
+    case DType::E5M2: return CUDA_R_8F_E5M2;
   }
   throw CliError(kExitCudaError, "cuBLASLt: unknown dtype");
 }
@@ -64,7 +66,7 @@ LtPtr<cublasLtMatrixLayout_t> make_layout(const StoredMatrix& s, DType dtype) {
 LtHandle::LtHandle() : h_(create_handle(), cublasLtDestroy) {}
 
 LtGemm::LtGemm(cublasLtHandle_t handle, const GemmProblem& p, DType d_dtype, size_t workspace_bytes,
-               cublasComputeType_t compute, bool required)
+               cublasComputeType_t compute, bool required, const LtFp8Options* fp8)
     : handle_(handle),
       op_(p.d.row_major ? make_op(cublas_op(p.op_b, true), cublas_op(p.op_a, true), compute)
                         : make_op(cublas_op(p.op_a, false), cublas_op(p.op_b, false), compute)),
@@ -78,6 +80,36 @@ LtGemm::LtGemm(cublasLtHandle_t handle, const GemmProblem& p, DType d_dtype, siz
       swap_ab_(p.d.row_major) {
   if (int_scale_ && (p.alpha != 1.0f || p.beta != 0.0f))
     throw CliError(kExitUsage, "cuBLASLt int8: the anchor runs with alpha 1 and beta 0");
+  if (fp8) {
+    // In cuBLASLt's slots: with swap_ab_ its A is the problem's B (and its M the problem's N).
+    const void* slot_a = swap_ab_ ? fp8->scale_b : fp8->scale_a;
+    const void* slot_b = swap_ab_ ? fp8->scale_a : fp8->scale_b;
+    if (slot_a)
+      CLI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_.get(), CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &slot_a,
+                                                      sizeof slot_a));
+    if (slot_b)
+      CLI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_.get(), CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &slot_b,
+                                                      sizeof slot_b));
+    if (fp8->outer_vec) {
+#if defined(CUBLAS_VERSION) && CUBLAS_VERSION >= 120900
+      const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+      const cublasStatus_t sa =
+          cublasLtMatmulDescSetAttribute(op_.get(), CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode);
+      const cublasStatus_t sb = sa != CUBLAS_STATUS_SUCCESS ? sa
+                                : cublasLtMatmulDescSetAttribute(op_.get(), CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode,
+                                                                 sizeof mode);
+      if (sb != CUBLAS_STATUS_SUCCESS) {
+        if (!required) return;  // found_ stays false
+        CLI_CUBLAS_CHECK(sb);
+      }
+#else
+      if (!required) return;
+      throw CliError(kExitCudaError, "cuBLASLt: these headers have no row-wise (outer vector) fp8 scales");
+#endif
+    }
+    const int8_t fast = fp8->fast_accum ? 1 : 0;
+    CLI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_.get(), CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
+  }
   cublasLtMatmulPreference_t raw = nullptr;
   CLI_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw));
   LtPtr<cublasLtMatmulPreference_t> pref(raw, cublasLtMatmulPreferenceDestroy);
@@ -99,14 +131,19 @@ LtGemm::LtGemm(cublasLtHandle_t handle, const GemmProblem& p, DType d_dtype, siz
   found_ = true;
 }
 
-void LtGemm::run(const void* a, const void* b, const void* c, void* d, void* workspace, cudaStream_t stream) const {
+cublasStatus_t LtGemm::try_run(const void* a, const void* b, const void* c, void* d, void* workspace,
+                               cudaStream_t stream) const {
   // With beta == 0 cuBLASLt does not read C, but it still wants a valid pointer: D is one.
   if (!found_) throw CliError(kExitCudaError, "cuBLASLt: run() without an algorithm");
   const void* c_or_d = beta_ != 0.0f ? c : d;
   const void* alpha = int_scale_ ? static_cast<const void*>(&alpha_i_) : &alpha_;
   const void* beta = int_scale_ ? static_cast<const void*>(&beta_i_) : &beta_;
-  CLI_CUBLAS_CHECK(cublasLtMatmul(handle_, op_.get(), alpha, swap_ab_ ? b : a, a_.get(), swap_ab_ ? a : b, b_.get(),
-                                  beta, c_or_d, cd_.get(), d, cd_.get(), &algo_, workspace, workspace_bytes_, stream));
+  return cublasLtMatmul(handle_, op_.get(), alpha, swap_ab_ ? b : a, a_.get(), swap_ab_ ? a : b, b_.get(), beta,
+                        c_or_d, cd_.get(), d, cd_.get(), &algo_, workspace, workspace_bytes_, stream);
+}
+
+void LtGemm::run(const void* a, const void* b, const void* c, void* d, void* workspace, cudaStream_t stream) const {
+  CLI_CUBLAS_CHECK(try_run(a, b, c, d, workspace, stream));
 }
 
 }  // namespace tessera_cli

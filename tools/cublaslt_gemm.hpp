@@ -16,6 +16,27 @@ namespace tessera_cli {
 // stream-K algorithms by a lack of scratch memory.
 constexpr size_t kCublasLtWorkspaceBytes = size_t(32) << 20;
 
+// Whether these headers have cuBLASLt's row-wise ("outer vector") fp8 scales,
+// CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F (cuBLAS 12.9 and later).
+#if defined(CUBLAS_VERSION) && CUBLAS_VERSION >= 120900
+constexpr bool kLtHasOuterVecScales = true;
+#else
+constexpr bool kLtHasOuterVecScales = false;
+#endif
+
+// fp8 operands (CUDA_R_8F_E4M3 / CUDA_R_8F_E5M2 with CUBLAS_COMPUTE_32F and fp32 alpha / beta): the
+// dequantisation scales, device pointers to fp32 of the problem's A and B (LtGemm puts each in the
+// slot cuBLASLt reads that operand from), and the accumulation mode.
+struct LtFp8Options {
+  const float* scale_a = nullptr;  // null: 1 (no scale)
+  const float* scale_b = nullptr;
+  // CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F: scale_a holds M values (rows of op(A)), scale_b N
+  // (columns of op(B)); else one value each (CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F). Needs
+  // kLtHasOuterVecScales.
+  bool outer_vec = false;
+  bool fast_accum = false;  // CUBLASLT_MATMUL_DESC_FAST_ACCUM: no promotion of the tensor cores' sums
+};
+
 template <class Handle>
 using LtPtr = std::unique_ptr<std::remove_pointer_t<Handle>, cublasStatus_t (*)(Handle)>;
 
@@ -36,13 +57,19 @@ class LtGemm {
   // `compute`: CUBLAS_COMPUTE_32F, or CUBLAS_COMPUTE_32F_FAST_TF32 for the tf32 anchor of fp32 operands,
   // or CUBLAS_COMPUTE_32I for int8 operands (s8 A and B, s32 D, int32 alpha and beta, which must
   // be 1 and 0 here; cuBLASLt's int8 kernels want both operands K-major: the "TN" layout).
+  // `fp8` (fp8 operands, CUBLAS_COMPUTE_32F): their scales and accumulation mode; cuBLASLt's fp8
+  // kernels want both operands K-major too, and have no e5m2 x e5m2 GEMM.
   LtGemm(cublasLtHandle_t handle, const GemmProblem& p, tessera::DType d_dtype, size_t workspace_bytes,
-         cublasComputeType_t compute = CUBLAS_COMPUTE_32F, bool required = true);
+         cublasComputeType_t compute = CUBLAS_COMPUTE_32F, bool required = true, const LtFp8Options* fp8 = nullptr);
   bool found() const { return found_; }
 
   // Enqueues one GEMM. `c` is ignored when beta == 0. `workspace` holds at least the
   // `workspace_bytes` given to the constructor.
   void run(const void* a, const void* b, const void* c, void* d, void* workspace, cudaStream_t stream) const;
+  // The same, returning cuBLASLt's status instead of throwing (some refusals, such as scale modes the
+  // chosen kernel cannot apply, surface only when the GEMM is enqueued).
+  cublasStatus_t try_run(const void* a, const void* b, const void* c, void* d, void* workspace,
+                         cudaStream_t stream) const;
 
  private:
   cublasLtHandle_t handle_;

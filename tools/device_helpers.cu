@@ -2,6 +2,7 @@
 // Kept to simple grid-stride kernels: they run once per buffer, outside any timed region.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <algorithm>
 #include <cub/block/block_reduce.cuh>
@@ -25,6 +26,8 @@ __device__ __forceinline__ size_t grid_stride() { return size_t(gridDim.x) * blo
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__nv_fp8_e4m3 x) { return float(x); }
+__device__ __forceinline__ float to_float(__nv_fp8_e5m2 x) { return float(x); }
 
 template <class T>
 __device__ __forceinline__ T from_float(float x);
@@ -55,6 +58,17 @@ __global__ void fill_uniform_kernel(T* data, size_t n, uint64_t seed) {
 __global__ void fill_s8_kernel(int8_t* data, size_t n, uint64_t seed) {
   for (size_t i = first_index(); i < n; i += grid_stride())
     data[i] = int8_t(uint8_t(mix64(seed + 0x9E3779B97F4A7C15ull * (i + 1)) >> 56));
+}
+
+// fp8 operands: values uniform in [-kFp8Range, kFp8Range) rounded to the fp8 type (to nearest, finite),
+// so that every stored byte is a value the type holds exactly; never NaN or Inf.
+constexpr float kFp8Range = 4.0f;
+template <class T>
+__global__ void fill_fp8_kernel(T* data, size_t n, uint64_t seed) {
+  for (size_t i = first_index(); i < n; i += grid_stride()) {
+    const float u = float(mix64(seed + 0x9E3779B97F4A7C15ull * (i + 1)) >> 40) * 0x1.0p-24f;  // [0, 1)
+    data[i] = T(kFp8Range * (2.0f * u - 1.0f));  // the __nv_fp8 constructor: round to nearest, saturate
+  }
 }
 
 __global__ void fill_range_kernel(float* data, size_t n, float lo, float hi, uint64_t seed) {
@@ -197,8 +211,10 @@ __global__ void __launch_bounds__(kRefThreads)
     }
 }
 
-template <class T>
-__global__ void dequantise_kernel(const int64_t* sums, MatrixView v, float alpha, const float* scale_a,
+// S: int64_t (int8's exact sums) or float (fp8's fp32 sums; `sums` may be `ref`: each element is read
+// before it is written, by the same thread).
+template <class S, class T>
+__global__ void dequantise_kernel(const S* sums, MatrixView v, float alpha, const float* scale_a,
                                   const float* scale_b, int step, float beta, const T* c, float* ref) {
   const int64_t inner = v.row_major ? v.cols : v.rows;
   const int64_t per_batch = v.rows * v.cols;
@@ -281,7 +297,9 @@ void dispatch(tessera::DType dtype, F&& f) {
     case tessera::DType::BF16: return f(static_cast<__nv_bfloat16*>(nullptr));
     case tessera::DType::F32: return f(static_cast<float*>(nullptr));
     case tessera::DType::S8:
-    case tessera::DType::S32: break;  // the int8 helpers below name their types
+    case tessera::DType::S32:  // the int8 helpers below name their types
+    case tessera::DType::E4M3:
+    case tessera::DType::E5M2: break;  // fp8: fill_uniform and convert_to_f32 name theirs
   }
   throw CliError(kExitCudaError, "device helpers: no floating-point kernel for this dtype");
 }
@@ -295,6 +313,14 @@ void fill_uniform(void* data, tessera::DType dtype, size_t n, uint64_t seed, cud
     CLI_CUDA_CHECK(cudaGetLastError());
     return;
   }
+  if (dtype == tessera::DType::E4M3 || dtype == tessera::DType::E5M2) {
+    if (dtype == tessera::DType::E4M3)
+      fill_fp8_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<__nv_fp8_e4m3*>(data), n, seed);
+    else
+      fill_fp8_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<__nv_fp8_e5m2*>(data), n, seed);
+    CLI_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
   dispatch(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     fill_uniform_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(data), n, seed);
@@ -304,6 +330,14 @@ void fill_uniform(void* data, tessera::DType dtype, size_t n, uint64_t seed, cud
 
 void convert_to_f32(const void* src, tessera::DType dtype, float* dst, size_t n, cudaStream_t stream) {
   if (n == 0) return;
+  if (dtype == tessera::DType::E4M3 || dtype == tessera::DType::E5M2) {  // exact: every fp8 value is an fp32 one
+    if (dtype == tessera::DType::E4M3)
+      convert_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const __nv_fp8_e4m3*>(src), dst, n);
+    else
+      convert_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const __nv_fp8_e5m2*>(src), dst, n);
+    CLI_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
   dispatch(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     convert_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(src), dst, n);
@@ -361,18 +395,33 @@ void int8_reference_sums(const Int8Operand& a, const Int8Operand& b, int64_t k, 
   }
 }
 
-void dequantised_reference(const int64_t* sums, const MatrixView& view, float alpha, const float* scale_a,
-                           const float* scale_b, bool row_wise, float beta, const void* c, tessera::DType c_dtype,
-                           float* ref, cudaStream_t stream) {
+namespace {
+
+template <class S>
+void dequantise(const S* sums, const MatrixView& view, float alpha, const float* scale_a, const float* scale_b,
+                bool row_wise, float beta, const void* c, tessera::DType c_dtype, float* ref, cudaStream_t stream) {
   const size_t total = size_t(view.rows) * size_t(view.cols) * size_t(view.batch);
   if (total == 0) return;
   dispatch(c ? c_dtype : tessera::DType::F32, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    dequantise_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(sums, view, alpha, scale_a, scale_b,
-                                                                     row_wise ? 1 : 0, beta, static_cast<const T*>(c),
-                                                                     ref);
+    dequantise_kernel<S, T><<<blocks_for(total), kThreads, 0, stream>>>(
+        sums, view, alpha, scale_a, scale_b, row_wise ? 1 : 0, beta, static_cast<const T*>(c), ref);
   });
   CLI_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void dequantised_reference(const int64_t* sums, const MatrixView& view, float alpha, const float* scale_a,
+                           const float* scale_b, bool row_wise, float beta, const void* c, tessera::DType c_dtype,
+                           float* ref, cudaStream_t stream) {
+  dequantise(sums, view, alpha, scale_a, scale_b, row_wise, beta, c, c_dtype, ref, stream);
+}
+
+void dequantised_reference(const float* sums, const MatrixView& view, float alpha, const float* scale_a,
+                           const float* scale_b, bool row_wise, float beta, const void* c, tessera::DType c_dtype,
+                           float* ref, cudaStream_t stream) {
+  dequantise(sums, view, alpha, scale_a, scale_b, row_wise, beta, c, c_dtype, ref, stream);
 }
 
 ExactCompare compare_exact_s32(const int32_t* out, const int64_t* ref, const MatrixView& view, cudaStream_t stream) {

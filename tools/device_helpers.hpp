@@ -13,13 +13,14 @@ namespace tessera_cli {
 
 // Fills n elements with values uniform in [-1, 1) from a counter-based hash of (seed, index), so
 // that the same seed gives the same data and different seeds independent data. S8: uniform integers
-// in [-128, 127].
+// in [-128, 127]. E4M3 / E5M2: values uniform in [-4, 4) rounded to the fp8 type (so each element is
+// exactly the value the GEMM reads; finite).
 void fill_uniform(void* data, tessera::DType dtype, size_t n, uint64_t seed, cudaStream_t stream);
 
 // Fills n fp32 values uniform in [lo, hi) (the int8 scales: lo > 0), from the same hash.
 void fill_uniform_range(float* data, size_t n, float lo, float hi, uint64_t seed, cudaStream_t stream);
 
-// dst[i] = float(src[i]) for i < n.
+// dst[i] = float(src[i]) for i < n (f16, bf16, f32, and fp8 exactly).
 void convert_to_f32(const void* src, tessera::DType dtype, float* dst, size_t n, cudaStream_t stream);
 
 // The logical elements of a (batched) matrix: element (i, j) of batch l lies at
@@ -38,7 +39,8 @@ void apply_bias_activation(float* ref, const MatrixView& view, const void* bias,
 // ---- int8 operands -------------------------------------------------------------------------------
 
 // An int8 operand as rows x K: element (r, k) of batch l at ptr + l * batch_stride + r * stride_r +
-// k * stride_k. op(A) is M x K (r = i); op(B) is passed as its transpose, N x K (r = j).
+// k * stride_k. op(A) is M x K (r = i); op(B) is passed as its transpose, N x K (r = j). (fp8 operands,
+// also one byte an element, use it for their K-major copies: copy_int8_k_major moves bytes.)
 struct Int8Operand {
   const int8_t* ptr = nullptr;
   int64_t stride_r = 0, stride_k = 0, batch_stride = 0;
@@ -54,6 +56,11 @@ void int8_reference_sums(const Int8Operand& a, const Int8Operand& b, int64_t k, 
 // for row-wise scales and 0 for one value each; null scales count as 1, a null `c` as none (C has
 // `c_dtype` and D's layout).
 void dequantised_reference(const int64_t* sums, const MatrixView& view, float alpha, const float* scale_a,
+                           const float* scale_b, bool row_wise, float beta, const void* c, tessera::DType c_dtype,
+                           float* ref, cudaStream_t stream);
+// The same from fp32 sums (fp8 operands: cuBLASLt's fp32 GEMM of the operands widened to fp32, whose
+// products are exact); `sums` may be `ref` (in place).
+void dequantised_reference(const float* sums, const MatrixView& view, float alpha, const float* scale_a,
                            const float* scale_b, bool row_wise, float beta, const void* c, tessera::DType c_dtype,
                            float* ref, cudaStream_t stream);
 

@@ -16,13 +16,14 @@ namespace tessera_cli {
 struct InputSet {
   DeviceBuffer a, b, c;  // c is empty when beta == 0
   DeviceBuffer bias;     // D's dtype, GemmProblem::bias_elements(); empty without --bias
-  // int8 with --scales: fp32, GemmProblem::scale_a_length() / scale_b_length() positive values of
-  // about 1 / (128 K^(1/4)) (times [0.5, 1.5)), so that a dequantised D is of order 1 like the float
-  // dtypes' (C and bias in [-1, 1) matter as much); empty otherwise.
+  // int8 and fp8 with --scales: fp32, GemmProblem::scale_a_length() / scale_b_length() positive
+  // values of about 1 / (128 K^(1/4)) (int8) or 1 / (4 K^(1/4)) (fp8) (times [0.5, 1.5)), so that a
+  // dequantised D is of order 1 like the float dtypes' (C and bias in [-1, 1) matter as much); empty
+  // otherwise.
   DeviceBuffer scale_a, scale_b;
 
-  // Allocates and fills with values uniform in [-1, 1) (int8 operands: integers in [-128, 127]);
-  // `seed` and `set_index` pick the data.
+  // Allocates and fills with values uniform in [-1, 1) (int8 operands: integers in [-128, 127]; fp8
+  // operands: values in [-4, 4) as the fp8 type rounds them); `seed` and `set_index` pick the data.
   InputSet(const GemmProblem& p, uint64_t seed, int set_index, cudaStream_t stream);
 
   static size_t bytes_needed(const GemmProblem& p);  // A + B (+ C) (+ bias) (+ scales)

@@ -1,6 +1,7 @@
 // `tessera gemm`: one GEMM through tessera; optionally checked against a cuBLASLt fp32 reference
-// (--verify; int8 operands: exact int64 sums on the GPU) and timed against cuBLASLt on the same
-// inputs (--compare cublas; int8: cuBLASLt's int8 -> int32 GEMM).
+// (--verify; int8 operands: exact int64 sums on the GPU; fp8 operands: cuBLASLt's fp32 GEMM of them
+// widened to fp32) and timed against cuBLASLt on the same inputs (--compare cublas; int8: cuBLASLt's
+// int8 -> int32 GEMM; fp8: cuBLASLt's fp8 GEMM with the same scales and accumulation mode).
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -32,9 +33,12 @@ std::vector<OptionSpec> gemm_options() {
   const std::vector<OptionSpec> run_specs = {
       {"verify", "", "check D against a cuBLASLt fp32-output reference (bias and activation applied to it in fp32; "
                      "poisoned D, guard bands); int8: against exact int64 sums computed on the GPU, an s32 D bit "
-                     "for bit, a dequantised D against their fp32 dequantisation; exit 1 on FAIL"},
+                     "for bit, a dequantised D against their fp32 dequantisation; e4m3 / e5m2: against cuBLASLt's "
+                     "fp32 GEMM of the operands widened to fp32, dequantised (tolerance by D's dtype and the "
+                     "accumulation mode); exit 1 on FAIL"},
       {"compare", "LIB", "also time LIB on the same inputs; LIB = cublas (cuBLASLt; for int8 its int8 -> int32 GEMM "
-                         "on K-major operands, without the dequantisation)"},
+                         "on K-major operands, without the dequantisation; for e4m3 / e5m2 its fp8 GEMM on K-major "
+                         "operands with the same scales and accumulation mode, e5m2 as e5m2 x e4m3)"},
   };
   specs.insert(specs.end(), run_specs.begin(), run_specs.end());
   const std::vector<OptionSpec> common = run_options();  // --iters, --warmup, --seed, --json, --help
@@ -191,6 +195,7 @@ struct Int8Anchor {
 };
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+int64_t pad16(int64_t x) { return round_up(x, 16); }
 
 bool k_major_aligned(const StoredMatrix& s, bool k_major) {
   return k_major && s.ld % 16 == 0 && (s.broadcast() || s.batch_stride % 16 == 0);
@@ -200,7 +205,7 @@ bool k_major_aligned(const StoredMatrix& s, bool k_major) {
 // or column of op(B), K' contiguous bytes).
 StoredMatrix k_major_copy(const StoredMatrix& src, int64_t k, int64_t rows) {
   StoredMatrix s;
-  s.dtype = tessera::DType::S8;
+  s.dtype = src.dtype;  // one byte an element: s8, e4m3 or e5m2
   s.rows = k;
   s.cols = rows;
   s.row_major = false;
@@ -295,6 +300,176 @@ void plan_int8_anchor(Int8Anchor& x, const GemmProblem& p, const std::vector<Inp
   }
 }
 
+// ---- the fp8 anchor ------------------------------------------------------------------------------
+//
+// cuBLASLt's fp8 GEMM: CUBLAS_COMPUTE_32F with fp32 alpha, beta and scales, D (and C) bf16 / f16 /
+// f32 as tessera's, the scales per tensor through CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER or row-wise
+// as CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F vectors (where cuBLASLt has no such kernel: per
+// tensor, and the note says so), CUBLASLT_MATMUL_DESC_FAST_ACCUM as --fast-accum. Its fp8 kernels take
+// both operands K-major ("TN") with 16-byte aligned leading dimensions; where the problem is not so,
+// or K or its m (the rows of its column-major D: M, or N for a row-major D) is not a multiple of 16,
+// it reads K-major copies made once before timing, zero-padded to multiples of 16 (the same sums; the
+// extra work is reported, not counted in its TFLOP/s), and writes a D of its own (reading a C of its
+// own, zeros) where D does not fit. cuBLASLt has no e5m2 x e5m2 GEMM: for e5m2 operands it runs
+// e5m2 x e4m3 with B's bytes read as e4m3 (finite values, like every e5m2 value this tool draws; the
+// same work and bytes, for the timing only). It reads input set 0's scales for every set.
+struct Fp8Anchor {
+  GemmProblem problem;  // what cuBLASLt runs
+  bool copies = false;  // A and B are K-major copies (one per input set)
+  bool own_d = false;   // D (and C) are cuBLASLt's own buffers, not tessera's
+  std::vector<DeviceBuffer> a_copies, b_copies;
+  DeviceBuffer d, c;
+  DeviceBuffer scale_a, scale_b;  // row-wise: the vectors zero-padded to cuBLASLt's m and n
+  std::optional<LtGemm> gemm;
+
+  const void* a(size_t set, const InputSet& s) const { return copies ? a_copies[set].get() : s.a.get(); }
+  const void* b(size_t set, const InputSet& s) const { return copies ? b_copies[set].get() : s.b.get(); }
+};
+
+// Device bytes plan_fp8_anchor may allocate (at most): the padded copies, its own D and C, the scales.
+size_t fp8_anchor_bytes(const GemmProblem& p) {
+  const size_t mp = size_t(pad16(p.m)), np = size_t(pad16(p.n)), kp = size_t(pad16(p.k)), l = size_t(p.batch);
+  return kp * (mp + np) * l + (p.has_c() ? 2 : 1) * mp * np * l * dtype_bytes(p.d.dtype) + (mp + np) * sizeof(float);
+}
+
+void plan_fp8_anchor(Fp8Anchor& x, const GemmProblem& p, const std::vector<InputSet>& sets, void* tessera_d,
+                     cublasLtHandle_t lt, const DeviceBuffer& lt_workspace, cudaStream_t stream, GemmReport& report) {
+  GemmProblem q = p;
+  q.bias_mode = tessera::BiasMode::None;
+  q.bias_batch_stride = 0;
+  q.activation = tessera::Activation::None;
+  q.config.clear();
+  const bool e5m2 = p.a.dtype == tessera::DType::E5M2;
+  if (p.d.row_major) q.n = pad16(p.n);
+  else q.m = pad16(p.m);
+  const bool a_k_major = (p.op_a == tessera::Op::T) != p.a.row_major;
+  const bool b_k_major = (p.op_b == tessera::Op::N) != p.b.row_major;
+  x.copies = p.k % 16 != 0 || q.m != p.m || q.n != p.n || !k_major_aligned(p.a, a_k_major) ||
+             !k_major_aligned(p.b, b_k_major);
+  if (x.copies) {
+    q.k = pad16(p.k);
+    q.op_a = tessera::Op::T;
+    q.op_b = tessera::Op::N;
+    q.layout = "tn";
+    q.a = k_major_copy(p.a, q.k, q.m);
+    q.b = k_major_copy(p.b, q.k, q.n);
+    for (size_t i = 0; i < sets.size(); ++i) {
+      x.a_copies.emplace_back(q.a.bytes());
+      x.b_copies.emplace_back(q.b.bytes());
+      CLI_CUDA_CHECK(cudaMemsetAsync(x.a_copies[i].get(), 0, q.a.bytes(), stream));  // the padding: +0.0
+      CLI_CUDA_CHECK(cudaMemsetAsync(x.b_copies[i].get(), 0, q.b.bytes(), stream));
+      const int64_t a_batches = p.a.broadcast() ? 1 : p.batch, b_batches = p.b.broadcast() ? 1 : p.batch;
+      copy_int8_k_major(int8_operand_a(p, sets[i].a.get()), p.m, p.k, a_batches, x.a_copies[i].as<int8_t>(), q.k,
+                        q.a.ld, q.a.batch_stride, stream);
+      copy_int8_k_major(int8_operand_b(p, sets[i].b.get()), p.n, p.k, b_batches, x.b_copies[i].as<int8_t>(), q.k,
+                        q.b.ld, q.b.batch_stride, stream);
+    }
+  }
+  if (e5m2) q.b.dtype = tessera::DType::E4M3;  // cuBLASLt: e5m2 x e4m3 (no e5m2 x e5m2)
+  const int64_t d_elem = int64_t(dtype_bytes(p.d.dtype));
+  x.own_d = q.m != p.m || q.n != p.n || (p.d.ld * d_elem) % 16 != 0 ||
+            (p.batch > 1 && (p.d.batch_stride * d_elem) % 16 != 0);
+  if (x.own_d) {
+    q.d.rows = q.m;
+    q.d.cols = q.n;
+    q.d.ld = round_up(q.d.inner(), 16);
+    q.d.batch_stride = q.d.ld * q.d.outer();
+    x.d = DeviceBuffer(q.d.bytes());
+    if (p.has_c()) {
+      x.c = DeviceBuffer(q.d.bytes());
+      CLI_CUDA_CHECK(cudaMemsetAsync(x.c.get(), 0, q.d.bytes(), stream));
+    }
+  }
+  const bool row_wise = p.scale_mode == tessera::ScaleMode::RowWise;
+  const float* sa = sets[0].scale_a.as<float>();
+  const float* sb = sets[0].scale_b.as<float>();
+  if (row_wise) {  // cuBLASLt reads q.m and q.n values
+    x.scale_a = DeviceBuffer(size_t(q.m) * sizeof(float));
+    x.scale_b = DeviceBuffer(size_t(q.n) * sizeof(float));
+    CLI_CUDA_CHECK(cudaMemsetAsync(x.scale_a.get(), 0, x.scale_a.bytes(), stream));
+    CLI_CUDA_CHECK(cudaMemsetAsync(x.scale_b.get(), 0, x.scale_b.bytes(), stream));
+    CLI_CUDA_CHECK(cudaMemcpyAsync(x.scale_a.get(), sa, size_t(p.m) * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    CLI_CUDA_CHECK(cudaMemcpyAsync(x.scale_b.get(), sb, size_t(p.n) * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    sa = x.scale_a.as<float>();
+    sb = x.scale_b.as<float>();
+  }
+  CLI_CUDA_CHECK(cudaStreamSynchronize(stream));
+  x.problem = q;
+
+  // Planned, and tried once (some refusals surface only when the GEMM is enqueued); row-wise scales
+  // fall back to one value each where cuBLASLt will not take the vectors.
+  LtFp8Options opts;
+  opts.scale_a = sa;
+  opts.scale_b = sb;
+  opts.fast_accum = p.fast_accum();
+  bool outer_vec = row_wise && kLtHasOuterVecScales;
+  const InputSet& s0 = sets[0];
+  std::string refusal;  // cuBLASLt's error, where it raised one
+  auto try_plan = [&]() -> bool {
+    opts.outer_vec = outer_vec;
+    x.gemm.reset();
+    try {
+      x.gemm.emplace(lt, q, q.d.dtype, lt_workspace.bytes(), CUBLAS_COMPUTE_32F, /*required=*/false, &opts);
+    } catch (const CliError& e) {  // e.g. CUBLAS_STATUS_INVALID_VALUE for a combination it has no kernel for
+      x.gemm.reset();
+      refusal = e.what();
+      return false;
+    }
+    if (!x.gemm->found()) return false;
+    const cublasStatus_t st = x.gemm->try_run(x.a(0, s0), x.b(0, s0), x.own_d ? x.c.get() : s0.c.get(),
+                                              x.own_d ? x.d.get() : tessera_d, lt_workspace.get(), stream);
+    if (st == CUBLAS_STATUS_SUCCESS) CLI_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return st == CUBLAS_STATUS_SUCCESS;
+  };
+  bool ok = try_plan();
+  bool row_wise_as_tensor = false;
+  if (!ok && outer_vec) {
+    outer_vec = false;
+    row_wise_as_tensor = ok = try_plan();
+  } else if (row_wise && !outer_vec) {
+    row_wise_as_tensor = ok;
+  }
+
+  const char* a_name = dtype_name(p.a.dtype);
+  const char* b_name = dtype_name(q.b.dtype);
+  char alpha_beta[64];
+  std::snprintf(alpha_beta, sizeof alpha_beta, "alpha %g, beta %g", double(p.alpha), double(p.beta));
+  report.cublas_anchor = std::string("cuBLASLt fp8 GEMM, ") + a_name + " x " + b_name + " -> " +
+                         dtype_name(p.d.dtype) + " (CUBLAS_COMPUTE_32F), " + alpha_beta + ", scales " +
+                         (!p.has_scales()              ? std::string("none")
+                          : row_wise && outer_vec      ? std::string("row-wise (OUTER_VEC_32F)")
+                          : row_wise                   ? std::string("per tensor (first value of each row-wise vector)")
+                                                       : std::string("per tensor (A/B_SCALE_POINTER)")) +
+                         ", FAST_ACCUM " + (p.fast_accum() ? "1" : "0") + ", A and B K-major";
+  if (x.copies) {
+    report.cublas_anchor += " (copies made before timing";
+    std::string padded;
+    for (auto [name, from, to] : {std::tuple<const char*, int64_t, int64_t>{"M", p.m, q.m}, {"N", p.n, q.n},
+                                  {"K", p.k, q.k}})
+      if (to != from) padded += std::string(padded.empty() ? "" : ", ") + name + " " + std::to_string(to);
+    if (!padded.empty()) {
+      char extra[64];
+      std::snprintf(extra, sizeof extra, "; %.2f%% more work, not counted in its TFLOP/s",
+                    100.0 * (double(q.m) * double(q.n) * double(q.k) / (double(p.m) * double(p.n) * double(p.k)) - 1));
+      report.cublas_anchor += ", zero-padded to " + padded + extra;
+    }
+    report.cublas_anchor += ")";
+  }
+  if (x.own_d) report.cublas_anchor += std::string(", its own ") + dtype_name(p.d.dtype) + " D" +
+                                       (p.has_c() ? " and C (zeros)" : "");
+  if (e5m2) report.cublas_anchor += "; B's e5m2 bytes read as e4m3 (cuBLASLt has no e5m2 x e5m2 GEMM; the same work)";
+  if (!ok) {
+    x.gemm.reset();
+    report.cublas_note = std::string("cuBLASLt has no fp8 algorithm for this problem (") + a_name + " x " + b_name +
+                         " -> " + dtype_name(p.d.dtype) + (refusal.empty() ? "" : ": " + refusal) +
+                         "): not compared";
+  } else if (row_wise_as_tensor) {
+    report.cublas_note = std::string("cuBLASLt ") + (kLtHasOuterVecScales ? "took no" : "headers have no") +
+                         " row-wise (OUTER_VEC_32F) fp8 scales for this problem: it ran with one scale each, "
+                         "so its D differs from tessera's (timing only)";
+  }
+}
+
 }  // namespace
 
 void print_gemm_help(std::FILE* out) {
@@ -305,6 +480,9 @@ void print_gemm_help(std::FILE* out) {
                "Matrices are column-major as in BLAS unless --d-row-major; FLOPs = 2*M*N*K*batch.\n"
                "--dtype int8: s8 operands uniform in [-128, 127], the 2*M*N*K*batch operations reported in\n"
                "TOPS; D s32 (the exact sums) or, with --scales, dequantised to bf16 / f16 / f32.\n"
+               "--dtype e4m3 | e5m2 (Hopper): fp8 operands, values in [-4, 4] as the type holds them, scales per\n"
+               "tensor by default (--scales), D bf16 by default (--out-dtype bf16 | f16 | f32), the sums promoted\n"
+               "to fp32 every 128 K unless --fast-accum.\n"
                "Without --compare only tessera is timed. Problems whose launch takes under %.0f us are timed\n"
                "as batches of back-to-back launches per event pair, the same way for both libraries; with\n"
                "--compare the two libraries' samples alternate, so that both see the same clocks.\n\n"
@@ -317,7 +495,9 @@ void print_gemm_help(std::FILE* out) {
                "  tessera gemm --m 4096 --n 4096 --k 4096 --batch 8 --broadcast-b --layout nn --json out.json\n"
                "  tessera gemm --m 4096 --n 11008 --k 4096 --d-row-major --bias col --activation silu --verify\n"
                "  tessera gemm --m 8192 --n 8192 --k 8192 --dtype int8 --verify --compare cublas\n"
-               "  tessera gemm --m 4096 --n 4096 --k 4096 --dtype int8 --scales row --out-dtype bf16 --verify\n");
+               "  tessera gemm --m 4096 --n 4096 --k 4096 --dtype int8 --scales row --out-dtype bf16 --verify\n"
+               "  tessera gemm --m 8192 --n 8192 --k 8192 --dtype e4m3 --verify --compare cublas\n"
+               "  tessera gemm --m 4096 --n 4096 --k 4096 --dtype e4m3 --scales row --fast-accum --verify --compare cublas\n");
 }
 
 int run_gemm(const std::vector<std::string>& args) {
@@ -337,10 +517,12 @@ int run_gemm(const std::vector<std::string>& args) {
   const bool need_cublas = (settings.verify && !p.int8()) || settings.compare;
   const size_t set_bytes = InputSet::bytes_needed(p);
   // int8 --compare: K-major copies of A and B for cuBLASLt (at most), and its own int32 D.
+  // fp8 --compare: the same, zero-padded to multiples of 16, and its own D and C.
   const size_t anchor_bytes =
       settings.compare && p.int8()
           ? size_t(round_up(p.k, 16)) * size_t(p.m + p.n) * size_t(p.batch) + p.d.elements() * sizeof(int32_t)
-          : 0;
+      : settings.compare && p.fp8() ? fp8_anchor_bytes(p)
+                                    : 0;
   require_device_memory(p.d.bytes() + 2 * GuardedBuffer::kGuardBytes + set_bytes +
                         (need_cublas ? kCublasLtWorkspaceBytes : 0) + (settings.verify ? verify_device_bytes(p) : 0) +
                         anchor_bytes);
@@ -389,8 +571,19 @@ int run_gemm(const std::vector<std::string>& args) {
 
   std::optional<LtGemm> anchor;
   Int8Anchor int8_anchor;
+  Fp8Anchor fp8_anchor;
   Launch cublas_launch;
-  if (settings.compare && p.int8()) {
+  if (settings.compare && p.fp8()) {
+    plan_fp8_anchor(fp8_anchor, p, sets, d.data(), lt->get(), lt_workspace, stream.get(), report);
+    if (fp8_anchor.gemm)
+      cublas_launch = [&](int64_t i) {
+        const size_t set = size_t(i) % sets.size();
+        const InputSet& s = sets[set];
+        fp8_anchor.gemm->run(fp8_anchor.a(set, s), fp8_anchor.b(set, s),
+                             fp8_anchor.own_d ? fp8_anchor.c.get() : s.c.get(),
+                             fp8_anchor.own_d ? fp8_anchor.d.get() : d.data(), lt_workspace.get(), stream.get());
+      };
+  } else if (settings.compare && p.int8()) {
     plan_int8_anchor(int8_anchor, p, sets, lt->get(), lt_workspace.bytes(), stream.get(), report);
     if (int8_anchor.gemm)
       cublas_launch = [&](int64_t i) {
@@ -411,7 +604,7 @@ int run_gemm(const std::vector<std::string>& args) {
   }
 
   // Both libraries are timed the same way: the batch size comes from the faster one's launch time.
-  const bool compare = settings.compare && cublas_launch;  // (int8: cuBLASLt may have no algorithm)
+  const bool compare = settings.compare && cublas_launch;  // (int8, fp8: cuBLASLt may have no algorithm)
   double single_ms = estimate_launch_ms(tessera_launch, stream.get());
   if (compare) single_ms = std::min(single_ms, estimate_launch_ms(cublas_launch, stream.get()));
   TimingConfig timing = settings.timing;

@@ -20,6 +20,8 @@ const char* dtype_name(DType t) {
     case DType::F32: return "f32";
     case DType::S8: return "s8";
     case DType::S32: return "s32";
+    case DType::E4M3: return "e4m3";
+    case DType::E5M2: return "e5m2";
   }
   return "?";
 }
@@ -28,9 +30,23 @@ size_t dtype_bytes(DType t) {
   switch (t) {
     case DType::F32:
     case DType::S32: return 4;
-    case DType::S8: return 1;
+    case DType::S8:
+    case DType::E4M3:
+    case DType::E5M2: return 1;
     default: return 2;
   }
+}
+
+bool is_fp8(DType t) { return t == DType::E4M3 || t == DType::E5M2; }
+
+const char* precision_name(tessera::Precision p) {
+  switch (p) {
+    case tessera::Precision::Default: return "default";
+    case tessera::Precision::TF32: return "tf32";
+    case tessera::Precision::TF32x3: return "tf32x3";
+    case tessera::Precision::Fp8FastAccum: return "fp8_fast_accum";
+  }
+  return "?";
 }
 
 const char* bias_mode_name(tessera::BiasMode m) {
@@ -117,6 +133,9 @@ std::string GemmProblem::describe() const {
   if (activation != tessera::Activation::None) out += std::string("  activation ") + activation_name(activation);
   if (scale_mode == tessera::ScaleMode::Tensor) out += "  scales per tensor (one fp32 each)";
   if (scale_mode == tessera::ScaleMode::RowWise) out += "  scales row-wise (M + N fp32)";
+  if (fp8())
+    out += fast_accum() ? "  fast accumulation (the tensor cores' own sums)"
+                        : "  sums promoted to fp32 every 128 K (default precision)";
   return out;
 }
 
@@ -127,14 +146,18 @@ std::vector<OptionSpec> gemm_problem_options() {
       {"k", "K", "columns of op(A) = rows of op(B) (required)"},
       {"batch", "B", "batch count (default 1)"},
       {"dtype", "T", "A and B type: f16 | bf16 | tf32 | tf32x3 (fp32 operands as tf32, or 3xTF32) | int8 (s8 "
-                     "operands, uniform in [-128, 127], summed exactly in int32) (default bf16)"},
+                     "operands, uniform in [-128, 127], summed exactly in int32) | e4m3 | e5m2 (fp8 operands, "
+                     "Hopper: random values in [-4, 4] as the fp8 type holds them, summed in fp32) (default bf16)"},
       {"out-dtype", "T", "C and D type: f16 | bf16 | f32, or s32 for int8 (the exact int32 sums; alpha 1, beta 0, "
                          "no bias, activation or scales) (default: --dtype; f32 for tf32 and tf32x3; for int8 s32, "
-                         "bf16 with --scales)"},
-      {"scales", "MODE", "int8 only: none | tensor | row: dequantise D = alpha * scale_a * scale_b * sums (+ beta "
-                         "C + bias, activation) with random positive fp32 scales, one each (tensor) or M for the "
-                         "rows of op(A) and N for the columns of op(B) (row); needs a float --out-dtype "
-                         "(default none)"},
+                         "bf16 with --scales; bf16 for e4m3 and e5m2, which take f16, bf16 or f32)"},
+      {"scales", "MODE", "int8, e4m3 and e5m2 only: none | tensor | row: dequantise D = alpha * scale_a * scale_b * "
+                         "sums (+ beta C + bias, activation) with random positive fp32 scales, one each (tensor) or M "
+                         "for the rows of op(A) and N for the columns of op(B) (row); needs a float --out-dtype "
+                         "(default none for int8, tensor for e4m3 and e5m2)"},
+      {"fast-accum", "", "e4m3 and e5m2 only: Precision::Fp8FastAccum, the tensor cores' own accumulation all along "
+                         "K (faster, less accurate at long K; torch._scaled_mm's use_fast_accum); default: the sums "
+                         "promoted to fp32 every 128 K"},
       {"layout", "XY", "BLAS ops of A then B, n = as stored, t = transposed (default tn: both K-major). "
                        "Stored column-major, A is MxK for n and KxM for t; B is KxN for n and NxK for t"},
       {"d-row-major", "", "store C and D row-major (default column-major M x N)"},
@@ -205,20 +228,36 @@ GemmProblem parse_gemm_problem(const Options& opts) {
   const std::string in_name = opts.str("dtype", "bf16");
   const bool f32_in = in_name == "tf32" || in_name == "tf32x3";
   const bool int8_in = in_name == "int8" || in_name == "s8" || in_name == "i8";
+  const bool e4m3_in = in_name == "e4m3" || in_name == "fp8_e4m3" || in_name == "float8_e4m3fn";
+  const bool e5m2_in = in_name == "e5m2" || in_name == "fp8_e5m2" || in_name == "float8_e5m2";
+  const bool fp8_in = e4m3_in || e5m2_in;
   if (f32_in) p.precision = in_name == "tf32" ? tessera::Precision::TF32 : tessera::Precision::TF32x3;
-  if (!f32_in && !int8_in && in_name != "f16" && in_name != "fp16" && in_name != "half" && in_name != "bf16")
-    usage_error("--dtype: unknown type '" + in_name + "' (expected f16 | bf16 | tf32 | tf32x3 | int8)");
-  const DType in = f32_in ? DType::F32 : int8_in ? DType::S8 : parse_dtype("dtype", in_name, /*allow_f32=*/false);
+  if (!f32_in && !int8_in && !fp8_in && in_name != "f16" && in_name != "fp16" && in_name != "half" &&
+      in_name != "bf16")
+    usage_error("--dtype: unknown type '" + in_name + "' (expected f16 | bf16 | tf32 | tf32x3 | int8 | e4m3 | e5m2)");
+  const DType in = f32_in    ? DType::F32
+                   : int8_in ? DType::S8
+                   : e4m3_in ? DType::E4M3
+                   : e5m2_in ? DType::E5M2
+                             : parse_dtype("dtype", in_name, /*allow_f32=*/false);
+  if (opts.has("fast-accum")) {
+    if (!fp8_in) usage_error("--fast-accum: the fp8 accumulation mode applies to --dtype e4m3 and e5m2 only");
+    p.precision = tessera::Precision::Fp8FastAccum;
+  }
 
-  const std::string scales = opts.str("scales", "none");
+  const std::string scales = opts.str("scales", fp8_in ? "tensor" : "none");
   if (scales == "none") p.scale_mode = tessera::ScaleMode::None;
   else if (scales == "tensor") p.scale_mode = tessera::ScaleMode::Tensor;
   else if (scales == "row") p.scale_mode = tessera::ScaleMode::RowWise;
   else usage_error("--scales: expected none, tensor or row, got '" + scales + "'");
-  if (p.has_scales() && !int8_in) usage_error("--scales: dequantisation scales apply to --dtype int8 only");
+  if (p.has_scales() && !int8_in && !fp8_in)
+    usage_error("--scales: dequantisation scales apply to --dtype int8, e4m3 and e5m2 only");
 
   const std::string out_name =
-      opts.str("out-dtype", f32_in ? "f32" : int8_in ? (p.has_scales() ? "bf16" : "s32") : in_name);
+      opts.str("out-dtype", f32_in ? "f32" : int8_in ? (p.has_scales() ? "bf16" : "s32") : fp8_in ? "bf16" : in_name);
+  if (fp8_in && (out_name == "s32" || out_name == "int32" || out_name == "i32" || out_name == "e4m3" ||
+                 out_name == "e5m2" || out_name == "int8" || out_name == "s8"))
+    usage_error("--out-dtype: fp8 operands take a bf16, f16 or f32 D (got '" + out_name + "')");
   const bool s32_out = out_name == "s32" || out_name == "int32" || out_name == "i32";
   if (s32_out && !int8_in) usage_error("--out-dtype s32: the int32 output of --dtype int8 only");
   if (int8_in && !s32_out && out_name != "f16" && out_name != "fp16" && out_name != "half" && out_name != "bf16" &&
@@ -278,6 +317,9 @@ void write_problem_json(JsonWriter& j, const GemmProblem& p) {
   const bool x3 = p.precision == tessera::Precision::TF32x3;
   j.field("dtype", p.a.dtype == DType::F32 ? (x3 ? "tf32x3" : "tf32") : p.int8() ? "int8" : dtype_name(p.a.dtype))
       .field("out_dtype", dtype_name(p.d.dtype));
+  // Precision::* as its name ("default", "tf32", "tf32x3", "fp8_fast_accum"); fast_accum: fp8 operands
+  // summed by the tensor cores all along K (false: promoted to fp32 every 128 K; false for other dtypes).
+  j.field("precision", precision_name(p.precision)).field("fast_accum", p.fast_accum());
   j.field("layout", p.layout).field("d_row_major", p.d.row_major);
   j.field("lda", p.a.ld).field("ldb", p.b.ld).field("ldd", p.d.ld);
   j.field("broadcast_a", p.a.broadcast()).field("broadcast_b", p.b.broadcast());

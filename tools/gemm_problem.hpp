@@ -13,10 +13,12 @@
 
 namespace tessera_cli {
 
-const char* dtype_name(tessera::DType t);  // "f16", "bf16", "f32", "s8", "s32"
+const char* dtype_name(tessera::DType t);  // "f16", "bf16", "f32", "s8", "s32", "e4m3", "e5m2"
 size_t dtype_bytes(tessera::DType t);
 const char* bias_mode_name(tessera::BiasMode m);     // "none", "row", "col" (the --bias values)
 const char* scale_mode_name(tessera::ScaleMode m);   // "none", "tensor", "row" (the --scales values)
+const char* precision_name(tessera::Precision p);    // "default", "tf32", "tf32x3", "fp8_fast_accum"
+bool is_fp8(tessera::DType t);                        // E4M3 or E5M2
 
 // A (batched) matrix as the CLI stores it.
 struct StoredMatrix {
@@ -45,9 +47,12 @@ struct GemmProblem {
   tessera::BiasMode bias_mode = tessera::BiasMode::None;
   int64_t bias_batch_stride = 0;
   tessera::Activation activation = tessera::Activation::None;
-  tessera::Precision precision = tessera::Precision::Default;  // fp32 operands (--dtype tf32 | tf32x3)
-  // int8 operands (--dtype int8): dequantisation scales (--scales), random positive fp32 values, one
-  // each (tensor) or M for the rows of op(A) and N for the columns of op(B) (row-wise).
+  // fp32 operands (--dtype tf32 | tf32x3); fp8 operands: Default (sums promoted to fp32 every 128 K)
+  // or Fp8FastAccum (--fast-accum: the tensor cores' own accumulation).
+  tessera::Precision precision = tessera::Precision::Default;
+  // int8 and fp8 operands (--dtype int8 | e4m3 | e5m2): dequantisation scales (--scales), random
+  // positive fp32 values, one each (tensor) or M for the rows of op(A) and N for the columns of op(B)
+  // (row-wise).
   tessera::ScaleMode scale_mode = tessera::ScaleMode::None;
   std::string config;  // "" = tessera's heuristic
   std::string layout;  // "tn", "nt", ...: op_a then op_b
@@ -58,12 +63,14 @@ struct GemmProblem {
   int64_t bias_length() const { return per_row_bias() ? m : n; }
   size_t bias_elements() const;  // allocation size: (batch - 1) * bias_batch_stride + bias_length(); 0 without
   bool int8() const { return a.dtype == tessera::DType::S8; }
+  bool fp8() const { return is_fp8(a.dtype); }  // E4M3 or E5M2 operands (A and B alike)
+  bool fast_accum() const { return precision == tessera::Precision::Fp8FastAccum; }
   bool has_scales() const { return scale_mode != tessera::ScaleMode::None; }
   // Lengths of the scale vectors (0 without scales): row-wise M and N, else one value each.
   int64_t scale_a_length() const { return !has_scales() ? 0 : scale_mode == tessera::ScaleMode::RowWise ? m : 1; }
   int64_t scale_b_length() const { return !has_scales() ? 0 : scale_mode == tessera::ScaleMode::RowWise ? n : 1; }
   // 2*M*N*K*batch: floating-point operations, or for int8 operands integer operations (reported as
-  // TOPS in the fields that say TFLOP/s elsewhere; throughput_unit() names the unit).
+  // TOPS in the fields that say TFLOP/s elsewhere; throughput_unit() names the unit). fp8: FLOPs.
   double flops() const { return 2.0 * double(m) * double(n) * double(k) * double(batch); }
   const char* throughput_unit() const { return int8() ? "TOPS" : "TFLOP/s"; }
   tessera::GemmArgs tessera_args(const void* a_ptr, const void* b_ptr, const void* c_ptr, const void* bias_ptr,
@@ -73,7 +80,7 @@ struct GemmProblem {
 
 class JsonWriter;
 // The problem's fields (shape, dtypes, layout, leading dimensions, broadcast, alpha, beta, bias,
-// activation, scales, the unit of the throughput fields) as members of the JSON object being
+// activation, scales, precision, the unit of the throughput fields) as members of the JSON object being
 // written: the same keys in `gemm --json` and `tune --json`.
 void write_problem_json(JsonWriter& j, const GemmProblem& p);
 

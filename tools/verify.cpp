@@ -1,5 +1,6 @@
 #include "verify.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "cublaslt_gemm.hpp"
@@ -9,7 +10,19 @@ namespace tessera_cli {
 
 using tessera::DType;
 
-double verify_tolerance(DType in, DType out, tessera::Precision precision) {
+double verify_tolerance(DType in, DType out, tessera::Precision precision, int64_t k) {
+  if (in == DType::E4M3 || in == DType::E5M2) {
+    // fp8 operands: every product is exact in fp32 and so is the reference's (cuBLASLt's fp32 GEMM of
+    // the widened operands), so what differs is the order of the fp32 sums, the tensor cores' own
+    // accumulation inside each 128-K promotion interval, and D's rounding (f16: 2^-11, bf16: 2^-8
+    // relative at most). Chosen bounds, not measured ones: bf16 1e-2 (as for 16-bit operands), f16
+    // 3e-3, f32 1e-3 with promotion. Fast accumulation keeps the tensor cores' reduced-precision sums
+    // all along K (DeepSeek-V3 reports up to ~2% element error at K = 4096 on H800s), so its bound
+    // grows with K: 2e-2 * sqrt(K / 4096), and at least the promoted bound.
+    const double promoted = out == DType::BF16 ? 1e-2 : out == DType::F16 ? 3e-3 : 1e-3;
+    if (precision != tessera::Precision::Fp8FastAccum) return promoted;
+    return std::max(promoted, 2e-2 * std::sqrt(double(std::max<int64_t>(k, 1)) / 4096.0));
+  }
   if (in == DType::S8) {
     // Exact sums: D's rounding (f16: 2^-11, bf16: 2^-8 relative at most) or, for f32, the epilogue's
     // few fp32 roundings and its activation's library functions.
@@ -35,6 +48,8 @@ size_t verify_device_bytes(const GemmProblem& p) {
   const size_t elements = p.d.elements();
   if (p.int8())  // int64 sums, and the fp32 reference of a dequantised D (which reads C as it is)
     return elements * sizeof(int64_t) + (p.d.dtype == DType::S32 ? 0 : elements * sizeof(float));
+  if (p.fp8())  // A and B widened to fp32, and the fp32 reference (C is read as it is)
+    return (p.a.elements() + p.b.elements() + elements) * sizeof(float);
   return (p.has_c() ? 2 : 1) * elements * sizeof(float);
 }
 
@@ -100,6 +115,52 @@ VerifyResult verify_int8(const GemmProblem& p, const InputSet& inputs, GuardedBu
   return r;
 }
 
+// fp8 operands: A and B widened to fp32 (exactly) with their layouts, cuBLASLt's fp32 GEMM of them
+// (CUBLAS_COMPUTE_32F: fp32 products, exact for fp8 inputs, summed in fp32) as the sums, then
+// alpha * scale_a * scale_b * sums + beta * C in fp64 (dequantised_reference), bias and activation in
+// fp32, compared with D as for the float dtypes.
+VerifyResult verify_fp8(const GemmProblem& p, const InputSet& inputs, GuardedBuffer& d,
+                        const std::function<void()>& run_tessera, cublasLtHandle_t lt,
+                        const DeviceBuffer& lt_workspace, cudaStream_t stream) {
+  const MatrixView view = view_of(p);
+  GemmProblem q = p;  // the sums: same shapes, majors, leading dimensions and batch strides, fp32
+  q.a.dtype = q.b.dtype = DType::F32;
+  q.d.dtype = DType::F32;
+  q.alpha = 1.0f;
+  q.beta = 0.0f;
+  q.precision = tessera::Precision::Default;
+  q.scale_mode = tessera::ScaleMode::None;
+  q.bias_mode = tessera::BiasMode::None;
+  q.activation = tessera::Activation::None;
+  DeviceBuffer a32(p.a.elements() * sizeof(float)), b32(p.b.elements() * sizeof(float));
+  DeviceBuffer ref(p.d.elements() * sizeof(float));
+  convert_to_f32(inputs.a.get(), p.a.dtype, a32.as<float>(), p.a.elements(), stream);
+  convert_to_f32(inputs.b.get(), p.b.dtype, b32.as<float>(), p.b.elements(), stream);
+  {
+    LtGemm sums(lt, q, DType::F32, lt_workspace.bytes(), CUBLAS_COMPUTE_32F);
+    sums.run(a32.get(), b32.get(), nullptr, ref.get(), lt_workspace.get(), stream);
+  }
+  CLI_CUDA_CHECK(cudaStreamSynchronize(stream));
+  a32.reset();
+  b32.reset();
+  dequantised_reference(ref.as<float>(), view, p.alpha, inputs.scale_a.as<float>(), inputs.scale_b.as<float>(),
+                        p.scale_mode == tessera::ScaleMode::RowWise, p.beta, p.has_c() ? inputs.c.get() : nullptr,
+                        p.d.dtype, ref.as<float>(), stream);
+  apply_bias_activation(ref.as<float>(), view, p.has_bias() ? inputs.bias.get() : nullptr, p.d.dtype,
+                        p.per_row_bias(), p.bias_batch_stride, p.activation, stream);
+  d.fill_guards(stream);
+  d.poison(stream);
+  run_tessera();
+  VerifyResult r;
+  r.tol = verify_tolerance(p.a.dtype, p.d.dtype, p.precision, p.k);
+  r.guards_ok = d.guards_intact(stream);
+  const CompareSums sums_cmp = compare_to_reference(d.data(), p.d.dtype, ref.as<float>(), view, stream);
+  r.nonfinite = sums_cmp.nonfinite;
+  r = finish(r, sums_cmp.err_sq, sums_cmp.ref_sq);
+  r.pass = r.rel_err <= r.tol && r.nonfinite == 0 && r.guards_ok;
+  return r;
+}
+
 }  // namespace
 
 Int8Operand int8_operand_a(const GemmProblem& p, const void* a_ptr) {
@@ -122,6 +183,7 @@ VerifyResult verify_gemm(const GemmProblem& p, const InputSet& inputs, GuardedBu
                          const std::function<void()>& run_tessera, cublasLtHandle_t lt,
                          const DeviceBuffer& lt_workspace, cudaStream_t stream) {
   if (p.int8()) return verify_int8(p, inputs, d, run_tessera, stream);
+  if (p.fp8()) return verify_fp8(p, inputs, d, run_tessera, lt, lt_workspace, stream);
   // Reference: fp32 D with D's layout, from the same A, B and C (C widened to fp32 so that
   // cuBLASLt reads exactly the values tessera reads).
   const size_t d_elements = p.d.elements();

@@ -1,6 +1,7 @@
 // --verify: tessera's D against a cuBLASLt fp32-output reference from the same inputs; int8 operands
 // against exact int64 sums computed on the GPU (device_helpers.hpp), an s32 D equal to them bit for
-// bit, a dequantised D against their fp32 dequantisation.
+// bit, a dequantised D against their fp32 dequantisation; fp8 operands against cuBLASLt's fp32 GEMM of
+// the operands widened to fp32 (exact products), dequantised by the scales.
 #pragma once
 
 #include <cublasLt.h>
@@ -32,9 +33,10 @@ struct VerifyResult {
 // Relative-error tolerance: set by the rounding of D for f16/bf16 outputs, and by the rounding of
 // the inputs' products (accumulation order) for f32 outputs.
 // int8 operands: exact sums, so only D's rounding (f16, bf16) or the fp32 epilogue's (f32) counts;
-// 0 for an s32 D (exact).
+// 0 for an s32 D (exact). fp8 operands: D's rounding and the accumulation (promoted every 128 K:
+// bf16 1e-2, f16 3e-3, f32 1e-3; fast accumulation: at least 2e-2 * sqrt(K / 4096)).
 double verify_tolerance(tessera::DType in, tessera::DType out,
-                        tessera::Precision precision = tessera::Precision::Default);
+                        tessera::Precision precision = tessera::Precision::Default, int64_t k = 0);
 
 // Device memory verify_gemm allocates for `p` (the reference, and C widened to fp32).
 size_t verify_device_bytes(const GemmProblem& p);

@@ -1,5 +1,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include "gpu_helpers.hpp"
 
@@ -23,6 +24,14 @@ __device__ __forceinline__ float convert<float>(float x) {
 template <>
 __device__ __forceinline__ int8_t convert<int8_t>(float x) {
   return int8_value(x);
+}
+template <>
+__device__ __forceinline__ __nv_fp8_e4m3 convert<__nv_fp8_e4m3>(float x) {
+  return __nv_fp8_e4m3(kFp8Range * x);  // round to nearest, saturating to the finite range
+}
+template <>
+__device__ __forceinline__ __nv_fp8_e5m2 convert<__nv_fp8_e5m2>(float x) {
+  return __nv_fp8_e5m2(kFp8Range * x);
 }
 
 template <class T>
@@ -69,6 +78,21 @@ __global__ void int8_reference_kernel(const int8_t* a, int64_t a_si, int64_t a_s
   }
 }
 
+template <class T>
+__global__ void fp8_reference_kernel(const T* a, int64_t a_si, int64_t a_sk, int64_t a_bs, const T* b, int64_t b_sj,
+                                     int64_t b_sk, int64_t b_bs, int64_t m, int64_t n, int64_t k, int64_t total,
+                                     double* sums) {
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = idx % m, j = idx / m % n, l = idx / (m * n);
+    const T* pa = a + l * a_bs + i * a_si;
+    const T* pb = b + l * b_bs + j * b_sj;
+    double s = 0;
+    for (int64_t kk = 0; kk < k; ++kk) s += double(float(pa[kk * a_sk])) * double(float(pb[kk * b_sk]));
+    sums[idx] = s;
+  }
+}
+
 __global__ void guard_kernel(uint8_t* p, size_t bytes, uint32_t salt) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < bytes; i += size_t(gridDim.x) * blockDim.x)
     p[i] = guard_byte(i, salt);
@@ -100,6 +124,14 @@ cudaError_t fill_uniform(void* base, tessera::DType dtype, int64_t batches, int6
     case tessera::DType::S8:
       fill_kernel<<<blocks, 256, 0, stream>>>(static_cast<int8_t*>(base), outer, inner, ld, batch_stride, total, seed);
       break;
+    case tessera::DType::E4M3:
+      fill_kernel<<<blocks, 256, 0, stream>>>(static_cast<__nv_fp8_e4m3*>(base), outer, inner, ld, batch_stride, total,
+                                              seed);
+      break;
+    case tessera::DType::E5M2:
+      fill_kernel<<<blocks, 256, 0, stream>>>(static_cast<__nv_fp8_e5m2*>(base), outer, inner, ld, batch_stride, total,
+                                              seed);
+      break;
     case tessera::DType::S32: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
@@ -127,7 +159,9 @@ cudaError_t fill_uniform_4d(void* base, tessera::DType dtype, const int64_t (&di
       fill_4d_kernel<<<blocks, 256, 0, stream>>>(static_cast<float*>(base), t, total, seed);
       break;
     case tessera::DType::S8:
-    case tessera::DType::S32: return cudaErrorInvalidValue;
+    case tessera::DType::S32:
+    case tessera::DType::E4M3:
+    case tessera::DType::E5M2: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
 }
@@ -139,6 +173,24 @@ cudaError_t int8_gemm_reference(const int8_t* a, int64_t a_si, int64_t a_sk, int
   if (total <= 0) return cudaSuccess;
   int8_reference_kernel<<<blocks_for(total), 256, 0, stream>>>(a, a_si, a_sk, a_bs, b, b_sj, b_sk, b_bs, m, n, k,
                                                                total, sums);
+  return cudaGetLastError();
+}
+
+cudaError_t fp8_gemm_reference(tessera::DType dtype, const void* a, int64_t a_si, int64_t a_sk, int64_t a_bs,
+                               const void* b, int64_t b_sj, int64_t b_sk, int64_t b_bs, int64_t m, int64_t n,
+                               int64_t k, int64_t batch, double* sums, cudaStream_t stream) {
+  const int64_t total = m * n * batch;
+  if (total <= 0) return cudaSuccess;
+  if (dtype == tessera::DType::E4M3)
+    fp8_reference_kernel<<<blocks_for(total), 256, 0, stream>>>(static_cast<const __nv_fp8_e4m3*>(a), a_si, a_sk,
+                                                                a_bs, static_cast<const __nv_fp8_e4m3*>(b), b_sj,
+                                                                b_sk, b_bs, m, n, k, total, sums);
+  else if (dtype == tessera::DType::E5M2)
+    fp8_reference_kernel<<<blocks_for(total), 256, 0, stream>>>(static_cast<const __nv_fp8_e5m2*>(a), a_si, a_sk,
+                                                                a_bs, static_cast<const __nv_fp8_e5m2*>(b), b_sj,
+                                                                b_sk, b_bs, m, n, k, total, sums);
+  else
+    return cudaErrorInvalidValue;
   return cudaGetLastError();
 }
 

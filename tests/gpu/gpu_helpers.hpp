@@ -74,9 +74,14 @@ inline TT_HD int8_t int8_value(float u) {
   return int8_t(f < -128 ? -128 : f > 127 ? 127 : f);
 }
 
+// An fp8 operand's value for uniform_value u in (-1, 1): kFp8Range * u rounded to the fp8 type (to
+// nearest; gpu_helpers.cu), so in [-4, 4] and exactly what the GEMM reads.
+constexpr float kFp8Range = 4.0f;
+
 // Fills the elements of a batched strided matrix (batches x outer x inner, element (l, o, i) at
 // l * batch_stride + o * ld + i) with uniform_value(seed, linear element index) (S8: int8_value of
-// it). Other bytes are left as they are. S32 is not an operand type: cudaErrorInvalidValue.
+// it; E4M3 / E5M2: kFp8Range times it, rounded to the type). Other bytes are left as they are. S32 is
+// not an operand type: cudaErrorInvalidValue.
 cudaError_t fill_uniform(void* base, tessera::DType dtype, int64_t batches, int64_t outer, int64_t inner, int64_t ld,
                          int64_t batch_stride, uint64_t seed, cudaStream_t stream);
 
@@ -94,6 +99,16 @@ cudaError_t fill_uniform_4d(void* base, tessera::DType dtype, const int64_t (&di
 cudaError_t int8_gemm_reference(const int8_t* a, int64_t a_si, int64_t a_sk, int64_t a_bs, const int8_t* b,
                                 int64_t b_sj, int64_t b_sk, int64_t b_bs, int64_t m, int64_t n, int64_t k,
                                 int64_t batch, int64_t* sums, cudaStream_t stream);
+
+// The fp8 GEMM of a case (`dtype` E4M3 or E5M2, A and B alike), laid out and strided as
+// int8_gemm_reference's (strides in elements, which are bytes): sums[(l * n + j) * m + i] =
+// sum_k op(A)(i, k) op(B)(k, j) in fp64. The operands' values converted exactly, their products exact,
+// and the sums exact too for the values the tests draw (|x| <= 4: every product a multiple of 2^-32
+// below 2^4, so K < 2^13 of them stay within fp64's 53 bits). One output per thread, like the int8
+// oracle: independent of the library's kernels.
+cudaError_t fp8_gemm_reference(tessera::DType dtype, const void* a, int64_t a_si, int64_t a_sk, int64_t a_bs,
+                               const void* b, int64_t b_sj, int64_t b_sk, int64_t b_bs, int64_t m, int64_t n,
+                               int64_t k, int64_t batch, double* sums, cudaStream_t stream);
 
 // bytes[i] = guard_byte(i, salt).
 cudaError_t fill_guard(void* p, size_t bytes, uint32_t salt, cudaStream_t stream);

@@ -165,6 +165,15 @@ double load(const uint8_t* p, DType t) {
     return v;
   }
   if (t == DType::S8) return double(int8_t(*p));
+  if (t == DType::E4M3) {  // s eeee mmm, bias 7, no infinities, S.1111.111 NaN
+    const int s = *p >> 7, e = (*p >> 3) & 0xF, f = *p & 7;
+    if (e == 15 && f == 7) return NAN;
+    const double v = e == 0 ? std::ldexp(double(f), -9) : std::ldexp(double(f + 8), e - 10);
+    return s ? -v : v;
+  }
+  if (t == DType::E5M2) {  // s eeeee mm, bias 15, IEEE-like (the top byte of an f16)
+    return half_to_float(uint16_t(uint16_t(*p) << 8));
+  }
   uint16_t h;
   std::memcpy(&h, p, 2);
   return t == DType::F16 ? half_to_float(h) : bf16_to_float(h);
@@ -249,12 +258,27 @@ const char* dtype_name(DType t) {
     case DType::F32: return "f32";
     case DType::S8: return "s8";
     case DType::S32: return "s32";
+    case DType::E4M3: return "e4m3";
+    case DType::E5M2: return "e5m2";
   }
   return "?";
 }
-size_t dtype_bytes(DType t) { return t == DType::F32 || t == DType::S32 ? 4 : t == DType::S8 ? 1 : 2; }
+size_t dtype_bytes(DType t) {
+  return t == DType::F32 || t == DType::S32 ? 4 : t == DType::S8 || t == DType::E4M3 || t == DType::E5M2 ? 1 : 2;
+}
 
-double tolerance(DType ab, DType d, tessera::Precision precision) {
+double tolerance(DType ab, DType d, tessera::Precision precision, int64_t k) {
+  // fp8 operands: exact products (the oracle's sums are exact too), so D's rounding and the library's
+  // accumulation count: fp32 sums of the tensor cores' partial sums promoted every 128 K (their own
+  // accumulation keeps fewer bits than fp32), or with Fp8FastAccum the tensor cores' sums all along K,
+  // whose error grows with K (DeepSeek-V3 reports ~2% element error at K = 4096 on H800s; the bound is
+  // on the relative Frobenius error). Chosen bounds, not measured ones: bf16 1e-2, f16 3e-3, f32 1e-3
+  // promoted; fast: at least 2e-2 * sqrt(K / 4096). The CUDA-core fallback sums in plain fp32.
+  if (ab == DType::E4M3 || ab == DType::E5M2) {
+    const double promoted = d == DType::BF16 ? 1e-2 : d == DType::F16 ? 3e-3 : 1e-3;
+    if (precision != tessera::Precision::Fp8FastAccum) return promoted;
+    return std::max(promoted, 2e-2 * std::sqrt(double(std::max<int64_t>(k, 1)) / 4096.0));
+  }
   // s8 operands: exact int32 sums, so only D's rounding counts (f16: 2^-11, bf16: 2^-8 at most), and
   // for an f32 D the epilogue's few fp32 roundings (sum -> float, the scales, alpha, C, bias) and the
   // activation's library functions. An s32 D is compared exactly.
@@ -281,6 +305,12 @@ std::string describe(const Case& c) {
       << (c.batch > 1 ? (c.bias_spec.batched && !c.bias_spec.stride_zero ? "(batched)" : "(broadcast)") : "")
       << (c.bias_spec.elem_offset ? "+" + std::to_string(c.bias_spec.elem_offset) : std::string());
   if (c.activation != tessera::Activation::None) o << " activation=" << tessera::activation_name(c.activation);
+  if (c.precision != tessera::Precision::Default)
+    o << " precision="
+      << (c.precision == tessera::Precision::TF32     ? "tf32"
+          : c.precision == tessera::Precision::TF32x3 ? "tf32x3"
+          : c.precision == tessera::Precision::Fp8FastAccum ? "fp8-fast-accum"
+                                                            : "?");
   if (c.scale_mode != tessera::ScaleMode::None)
     o << " scales=" << (c.scale_mode == tessera::ScaleMode::Tensor ? "tensor" : "row-wise")
       << (c.scale_offset ? "+" + std::to_string(c.scale_offset) : std::string());
@@ -303,7 +333,7 @@ size_t workspace_needed(const Case& c) {
 Outcome run_case(const Case& c) {
   Outcome out;
   out.seed = fresh_seed();
-  out.tol = tolerance(c.ab, c.dt, c.precision);
+  out.tol = tolerance(c.ab, c.dt, c.precision, c.k);
   std::string& problems = out.problems;
   auto fail_cuda = [&](const char* what, cudaError_t e) {
     problems += std::string(what) + ": " + cudaGetErrorString(e) + "; ";
@@ -331,12 +361,13 @@ Outcome run_case(const Case& c) {
   for (Placed* p : used) {
     TT_CUDA(p->buf.alloc(p->alloc_bytes()));
     p->m.ptr = p->buf.c() + p->front;
-    // Everything not an element (ld / batch padding, misalignment gaps) is NaN (s8: -1): a read of
-    // it would show in the result.
+    // Everything not an element (ld / batch padding, misalignment gaps) is NaN (s8: -1; e4m3 and
+    // e5m2: NaN too): a read of it would show in the result.
     TT_CUDA(cudaMemsetAsync(p->buf.p, p == &D && c.dt == DType::S32 ? kPoisonS32 : kPoison, p->alloc_bytes(), s));
   }
-  // The s8 scales, drawn on the host (the oracle reads the same floats).
+  // The s8 / fp8 scales, drawn on the host (the oracle reads the same floats).
   const bool s8 = c.ab == DType::S8;
+  const bool fp8 = c.ab == DType::E4M3 || c.ab == DType::E5M2;
   const bool row_wise = c.scale_mode == tessera::ScaleMode::RowWise;
   std::vector<float> scale_a_host, scale_b_host;
   DeviceBuffer scale_a_buf, scale_b_buf;
@@ -345,7 +376,9 @@ Outcome run_case(const Case& c) {
   if (c.scale_mode != tessera::ScaleMode::None) {
     std::mt19937_64 rng(mix_seed(out.seed ^ 0x5CA1E5));
     std::uniform_real_distribution<double> unit(0.5, 1.5);
-    const double base = 1.0 / (128.0 * std::pow(double(std::max<int64_t>(c.k, 1)), 0.25));
+    // S8 sums have a standard deviation of sqrt(K) * 128^2 / sqrt(3), fp8 ones (values in [-4, 4])
+    // sqrt(K) * 16 / 3: scales of these sizes make D's about 1/3.
+    const double base = 1.0 / ((fp8 ? 4.0 : 128.0) * std::pow(double(std::max<int64_t>(c.k, 1)), 0.25));
     for (auto [host, buf, ptr, length] :
          {std::tuple<std::vector<float>*, DeviceBuffer*, const float**, int64_t>{&scale_a_host, &scale_a_buf, &scale_a,
                                                                                  row_wise ? c.m : 1},
@@ -439,9 +472,10 @@ Outcome run_case(const Case& c) {
   // ---- oracle ---------------------------------------------------------------------------------
   const int64_t M = c.m, N = c.n, K = c.k, L = c.batch;
   const size_t count = size_t(std::max<int64_t>(M * N * L, 0));
-  std::vector<float> ref(s8 ? 0 : count, 0.0f);
+  std::vector<float> ref(s8 || fp8 ? 0 : count, 0.0f);
   std::vector<int64_t> sums(s8 ? count : 0, 0);  // s8: the exact sums, laid out as ref
-  if (s8 && count > 0 && K > 0) {
+  std::vector<double> fsums(fp8 ? count : 0, 0.0);  // fp8: the fp64 sums, laid out as ref
+  if ((s8 || fp8) && count > 0 && K > 0) {
     // op(A)(i, k) and op(B)(k, j) as (row stride, column stride) of the stored matrices.
     auto strides = [](const Placed& p) {
       return p.m.layout == Layout::RowMajor ? std::pair<int64_t, int64_t>{p.m.ld, 1}
@@ -451,14 +485,20 @@ Outcome run_case(const Case& c) {
     const auto [b_sr, b_sc] = strides(B);
     const bool ta = c.op_a == Op::T, tb = c.op_b == Op::T;
     DeviceBuffer r;
-    TT_CUDA(r.alloc(count * sizeof(int64_t)));
-    TT_CUDA(int8_gemm_reference(static_cast<const int8_t*>(A.m.ptr), ta ? a_sc : a_sr, ta ? a_sr : a_sc,
-                                A.batch_stride_used(), static_cast<const int8_t*>(B.m.ptr), tb ? b_sr : b_sc,
-                                tb ? b_sc : b_sr, B.batch_stride_used(), M, N, K, L, static_cast<int64_t*>(r.p), s));
-    TT_CUDA(cudaMemcpyAsync(sums.data(), r.p, count * sizeof(int64_t), cudaMemcpyDeviceToHost, s));
+    TT_CUDA(r.alloc(count * 8));  // int64 or fp64 sums
+    if (s8)
+      TT_CUDA(int8_gemm_reference(static_cast<const int8_t*>(A.m.ptr), ta ? a_sc : a_sr, ta ? a_sr : a_sc,
+                                  A.batch_stride_used(), static_cast<const int8_t*>(B.m.ptr), tb ? b_sr : b_sc,
+                                  tb ? b_sc : b_sr, B.batch_stride_used(), M, N, K, L, static_cast<int64_t*>(r.p), s));
+    else
+      TT_CUDA(fp8_gemm_reference(c.ab, A.m.ptr, ta ? a_sc : a_sr, ta ? a_sr : a_sc, A.batch_stride_used(), B.m.ptr,
+                                 tb ? b_sr : b_sc, tb ? b_sc : b_sr, B.batch_stride_used(), M, N, K, L,
+                                 static_cast<double*>(r.p), s));
+    TT_CUDA(cudaMemcpyAsync(s8 ? static_cast<void*>(sums.data()) : static_cast<void*>(fsums.data()), r.p, count * 8,
+                            cudaMemcpyDeviceToHost, s));
     TT_CUDA(cudaStreamSynchronize(s));
   }
-  if (!s8 && count > 0 && K > 0) {
+  if (!s8 && !fp8 && count > 0 && K > 0) {
     DeviceBuffer r;
     TT_CUDA(r.alloc(count * sizeof(float)));
     cublasHandle_t h = blas();
@@ -506,9 +546,10 @@ Outcome run_case(const Case& c) {
           continue;
         }
         const double got = load(&after[at], c.dt);
-        const double product = s8 ? double(sums[at_ref]) * (scale_a ? double(scale_a_host[row_wise ? i : 0]) : 1.0) *
-                                        (scale_b ? double(scale_b_host[row_wise ? j : 0]) : 1.0)
-                                  : double(ref[at_ref]);
+        const double product = s8 || fp8 ? (s8 ? double(sums[at_ref]) : fsums[at_ref]) *
+                                               (scale_a ? double(scale_a_host[row_wise ? i : 0]) : 1.0) *
+                                               (scale_b ? double(scale_b_host[row_wise ? j : 0]) : 1.0)
+                                         : double(ref[at_ref]);
         double want = double(c.alpha) * product;
         if (use_c) {
           const double cv = c.in_place ? load(&before[at], c.dt)

@@ -10,6 +10,8 @@
 // kernel (gpu_helpers.hpp int8_gemm_reference) instead of cuBLAS; an S32 D must equal them exactly
 // (D poisoned with 0x80 bytes, a value no sum reaches), a float D must match
 // act(alpha * scale_a[i] * scale_b[j] * sum + beta * C + bias) in fp64 within the tolerance.
+// E4M3 / E5M2 operands (values in [-4, 4] as the type holds them): the oracle is their fp64 sums from a
+// plain GPU kernel (gpu_helpers.hpp fp8_gemm_reference), dequantised like S8's into a float D.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -33,8 +35,10 @@ uint64_t fresh_seed();
 const char* dtype_name(tessera::DType t);
 size_t dtype_bytes(tessera::DType t);
 
-// Tolerance on rel_err for (A/B dtype, D dtype, precision of fp32 operands); 0 for an S32 D (exact).
-double tolerance(tessera::DType ab, tessera::DType d, tessera::Precision precision = tessera::Precision::Default);
+// Tolerance on rel_err for (A/B dtype, D dtype, precision of fp32 and fp8 operands, K: fp8 fast
+// accumulation's bound grows with it); 0 for an S32 D (exact).
+double tolerance(tessera::DType ab, tessera::DType d, tessera::Precision precision = tessera::Precision::Default,
+                 int64_t k = 0);
 
 // How one matrix of a case is stored.
 struct MatSpec {
@@ -65,10 +69,12 @@ struct Case {
   tessera::BiasMode bias = tessera::BiasMode::None;
   MatSpec bias_spec;
   tessera::Activation activation = tessera::Activation::None;
-  tessera::Precision precision = tessera::Precision::Default;  // fp32 operands: tf32 or 3xTF32
-  // S8 operands: dequantisation scales, random positive fp32 values of about 1 / (128 K^(1/4)) (so a
-  // dequantised D is of order 1), one each (Tensor) or M and N (RowWise), in allocations of their
-  // own starting scale_offset floats in (a 4-byte but not 16-byte aligned pointer when odd).
+  // fp32 operands: tf32 or 3xTF32; fp8 operands: Default (promoted every 128 K) or Fp8FastAccum.
+  tessera::Precision precision = tessera::Precision::Default;
+  // S8 and fp8 operands: dequantisation scales, random positive fp32 values of about 1 / (128 K^(1/4))
+  // (S8) or 1 / (4 K^(1/4)) (fp8) (so a dequantised D is of order 1), one each (Tensor) or M and N
+  // (RowWise), in allocations of their own starting scale_offset floats in (a 4-byte but not 16-byte
+  // aligned pointer when odd).
   tessera::ScaleMode scale_mode = tessera::ScaleMode::None;
   int64_t scale_offset = 0;
   bool in_place = false;  // C is D (beta != 0)
@@ -112,7 +118,7 @@ void record_result(const std::string& suite, const std::string& group, bool pass
 void set_summary_labels(const std::string& suite, const std::string& err, const std::string& tol,
                         const std::string& err2 = "");
 
-// The value of one stored f16 / bf16 / f32 / s8 / s32 element (host memory).
+// The value of one stored f16 / bf16 / f32 / s8 / s32 / e4m3 / e5m2 element (host memory).
 double host_value(const void* p, tessera::DType t);
 
 // The bytes of a device buffer (synchronises `s`); a CUDA error is appended to *problems.

@@ -2089,5 +2089,560 @@ TEST_F(GemmS8, MoreBatchesThanOneGridHolds) {
     }
 }
 
+// ===================================================================================================
+// 13. fp8 operands (DType::E4M3 / E5M2, sm_90 only): fp32 sums dequantised into a bf16 / f16 / f32 D.
+// ===================================================================================================
+//
+// Oracle: fp64 sums of the operands' values (exact; gpu_helpers.hpp fp8_gemm_reference), then
+// act(alpha * scale_a[i] * scale_b[j] * sum + beta * C + bias) in fp64; tolerance by D's dtype, the
+// precision and K (harness.cpp tolerance: promoted bf16 1e-2, f16 3e-3, f32 1e-3; fast accumulation
+// at least 2e-2 * sqrt(K / 4096)). The configs: the heuristic and the rows with fp8 kernels forced by
+// name, Precision::Default (the tensor cores' sums promoted into fp32 every 128 K) on the rows that
+// promote and Fp8FastAccum on every one; every other row, and Default on a row that does not promote,
+// refuses with NOT_SUPPORTED, D untouched. Operands that TMA cannot read as they are (not K-major, or
+// not 16-byte aligned) are copied K-major into the workspace; without it the heuristic runs the CUDA
+// cores and an explicit sm90 row refuses. On a GPU that is not sm_90 every fp8 call is NOT_SUPPORTED:
+// each test checks one such call, then skips.
+
+struct Fp8Row {
+  const char* name;
+  bool promote;  // also runs Precision::Default (registers for the promoted accumulators)
+};
+// The rows with fp8 kernels. Keep in step with the library's table (the fp8 rows of
+// src/gemm/sm90/configs.def and the fallback's flags in src/gemm/configs.cpp); the CUDA-core fallback
+// sums in plain fp32 whichever the precision.
+const Fp8Row kFp8Rows[] = {{"sm90_128x128x64_s6_coop", true},
+                           {"sm90_128x64x64_s8_c1x2_coop", true},
+                           {"sm90_128x256x64_s4_c2_coop", false},
+                           {"simt_fallback", true}};
+
+const Fp8Row* fp8_row(const std::string& name) {
+  for (const Fp8Row& r : kFp8Rows)
+    if (name == r.name) return &r;
+  return nullptr;
+}
+
+// "" (the heuristic) and every fp8 row.
+std::vector<std::string> fp8_config_names() {
+  std::vector<std::string> v = {""};
+  for (const Fp8Row& r : kFp8Rows) v.push_back(r.name);
+  return v;
+}
+
+// The sm90 fp8 rows (split-K, stream-K, graphs of the K-major copies).
+std::vector<std::string> fp8_sm90_config_names() {
+  std::vector<std::string> v;
+  for (const Fp8Row& r : kFp8Rows)
+    if (const ti::Config* c = ti::find_config(r.name); c && c->kernel == ti::Kernel::Sm90) v.push_back(r.name);
+  return v;
+}
+
+const DType kFp8Types[] = {DType::E4M3, DType::E5M2};
+const DType kFp8Outputs[] = {DType::BF16, DType::F16, DType::F32};
+const tessera::Precision kFp8Precisions[] = {tessera::Precision::Default, tessera::Precision::Fp8FastAccum};
+
+bool fast_accum(tessera::Precision p) { return p == tessera::Precision::Fp8FastAccum; }
+
+// The precision a config runs: `wanted`, or Fp8FastAccum on a row that does not promote (so that a
+// rotation over both precisions still runs every case on such a row).
+tessera::Precision fp8_precision_for(const std::string& cfg, tessera::Precision wanted) {
+  const Fp8Row* row = fp8_row(cfg);
+  return row && !row->promote ? tessera::Precision::Fp8FastAccum : wanted;
+}
+
+// Whether an fp8 operand reaches TMA as it is, with no K-major copy in the workspace (gemm/plan.cpp's
+// rule for one-byte operands): K-major, and its base, leading dimension, K and batch stride whole
+// multiples of 16 bytes (or K = 0). `rows` x `cols` as stored.
+bool fp8_operand_in_place(const MatSpec& s, bool k_major, int64_t rows, int64_t cols, int64_t k, int64_t batch) {
+  if (k == 0) return true;
+  const bool row_major = s.layout == Layout::RowMajor;
+  const int64_t inner = row_major ? cols : rows, outer = row_major ? rows : cols;
+  const int64_t ld = s.ld_abs > 0 ? s.ld_abs : std::max<int64_t>(1, inner) + s.ld_pad;
+  const bool broadcast = !s.batched || s.stride_zero || batch <= 1;
+  const int64_t stride = s.stride_abs >= 0 ? s.stride_abs : (outer - 1) * ld + inner + s.stride_pad;
+  return k_major && s.elem_offset % 16 == 0 && ld % 16 == 0 && k % 16 == 0 && (broadcast || stride % 16 == 0);
+}
+
+bool fp8_operands_in_place(const Case& c) {
+  const bool a_k_major = (c.a.layout == Layout::RowMajor) != (c.op_a == Op::T);
+  const bool b_k_major = (c.b.layout == Layout::RowMajor) == (c.op_b == Op::T);
+  return fp8_operand_in_place(c.a, a_k_major, c.op_a == Op::N ? c.m : c.k, c.op_a == Op::N ? c.k : c.m, c.k,
+                              c.batch) &&
+         fp8_operand_in_place(c.b, b_k_major, c.op_b == Op::N ? c.k : c.n, c.op_b == Op::N ? c.n : c.k, c.k,
+                              c.batch);
+}
+
+// What an explicit config makes of an fp8 case: expect_support's rules; a row without fp8 kernels, or
+// Default precision on a row that does not promote, refuses by name; a tensor-core row without the
+// workspace for the K-major copies refuses (the heuristic runs the CUDA cores instead).
+void expect_fp8_support(Case& c) {
+  expect_support(c);
+  if (c.expect != TESSERA_STATUS_SUCCESS || c.config.empty()) return;
+  const Fp8Row* row = fp8_row(c.config);
+  if (!row || (!row->promote && !fast_accum(c.precision))) {
+    c.expect = TESSERA_STATUS_NOT_SUPPORTED;
+    c.expect_message = "config";
+    return;
+  }
+  if (needs_alignment(c.config) && c.workspace != Workspace::Full && !fp8_operands_in_place(c)) {
+    c.expect = TESSERA_STATUS_NOT_SUPPORTED;
+    c.expect_message = "workspace";
+  }
+}
+
+// An fp8 case of order-1 outputs: scales (Case::scale_mode) of about 1 / (4 K^(1/4)), or without
+// scales alpha = 1 / (16 sqrt(K)) (sums of K products of values in [-4, 4]: 16 sqrt(K) / 3).
+Case fp8_case(const std::string& cfg, DType ab, DType dt, tessera::Precision prec, ScaleMode scales, int combo,
+              const Shape& s) {
+  Case c;
+  c.config = cfg;
+  c.ab = ab;
+  c.dt = dt;
+  c.precision = prec;
+  apply_layout(c, combo);
+  c.m = s.m;
+  c.n = s.n;
+  c.k = s.k;
+  c.scale_mode = scales;
+  if (scales == ScaleMode::None) c.alpha = float(1.0 / (16.0 * std::sqrt(double(std::max<int64_t>(s.k, 1)))));
+  return c;
+}
+
+std::string fp8_group(const std::string& cfg, tessera::Precision prec) {
+  return (cfg.empty() ? std::string("heuristic") : cfg) + (fast_accum(prec) ? " fast-accum" : " promoted");
+}
+
+class GemmFp8 : public GpuTest {
+ public:
+  static void TearDownTestSuite() { tt::print_summary("GemmFp8"); }
+
+ protected:
+  // fp8 GEMMs run on sm_90 only: elsewhere gemm() must refuse them (NOT_SUPPORTED, D untouched), and
+  // the test skips.
+  void SetUp() override {
+    GpuTest::SetUp();
+    if (IsSkipped()) return;
+    const int cc = device_facts().cc;
+    if (cc == 90) return;
+    for (DType ab : kFp8Types) {
+      Case c = fp8_case("", ab, DType::BF16, tessera::Precision::Default, ScaleMode::Tensor, 1, {64, 64, 64});
+      c.expect = TESSERA_STATUS_NOT_SUPPORTED;
+      check("GemmFp8", "not sm_90: refused", c);
+    }
+    GTEST_SKIP() << "fp8 GEMMs run on sm_90 only; this device is sm_" << cc
+                 << " (gemm() answered NOT_SUPPORTED, D untouched)";
+  }
+};
+
+// Every fp8 config x both precisions x 8 layouts (op_a, op_b, D's layout) x the three D dtypes x ragged
+// shapes (K from 1 to 4096: one and many promotion intervals), e4m3 and e5m2 and the scale modes
+// (none, tensor, row-wise) rotating; padded leading dimensions on half the shapes (A's by 16, B's and
+// D's by 3: D's padding must stay as it was); the heuristic also without workspace (operands TMA cannot
+// read as they are then run on the CUDA cores).
+TEST_F(GemmFp8, EveryLayoutAndOutput) {
+  const Shape shapes[] = {{1, 1, 1}, {7, 16, 33}, {128, 256, 128}, {257, 100, 129}, {130, 300, 4096}};
+  for (const std::string& cfg : fp8_config_names())
+    for (tessera::Precision prec : kFp8Precisions)
+      for (int combo = 0; combo < 8; ++combo)
+        for (DType dt : kFp8Outputs)
+          for (int si = 0; si < 5; ++si)
+            for (Workspace ws : {Workspace::Full, Workspace::None}) {
+              if (ws == Workspace::None && !cfg.empty()) continue;
+              const int r = combo + si + int(dt);
+              Case c = fp8_case(cfg, kFp8Types[(combo / 2 + si + int(dt)) % 2], dt, prec, ScaleMode(r % 3), combo,
+                                shapes[si]);
+              if (si % 2) {
+                c.a.ld_pad = 16;
+                c.b.ld_pad = 3;
+                c.d.ld_pad = 3;
+              }
+              c.workspace = ws;
+              expect_fp8_support(c);
+              check("GemmFp8", fp8_group(cfg, prec) + (ws == Workspace::None ? " no workspace" : ""), c);
+            }
+}
+
+// More tiles than SMs (the persistent kernels loop over tiles), two promotion intervals.
+TEST_F(GemmFp8, MoreTilesThanSms) {
+  for (const std::string& cfg : fp8_config_names())
+    for (tessera::Precision prec : kFp8Precisions)
+      for (int combo : {1, 1 | 4}) {
+        Case c = fp8_case(cfg, combo & 4 ? DType::E5M2 : DType::E4M3, DType::BF16, prec, ScaleMode::RowWise, combo,
+                          {2000, 2100, 256});
+        expect_fp8_support(c);
+        check("GemmFp8", fp8_group(cfg, prec) + " 2000x2100x256", c);
+      }
+}
+
+// Ragged M and N (1 ... 257) with K rotating through 1 ... 33, 64, 100 and 4096; then every such K on
+// two fixed shapes. Layouts, dtypes, precisions and scale modes rotate too.
+TEST_F(GemmFp8, RaggedExtents) {
+  const int64_t extents[] = {1, 7, 16, 33, 100, 128, 257};
+  std::vector<int64_t> ks;
+  for (int64_t k = 1; k <= 33; ++k) ks.push_back(k);
+  for (int64_t k : {64, 100, 4096}) ks.push_back(k);
+  int v = 0;
+  for (const std::string& cfg : fp8_config_names()) {
+    for (int64_t m : extents)
+      for (int64_t n : extents) {
+        const tessera::Precision prec = fp8_precision_for(cfg, kFp8Precisions[(v / 8) % 2]);
+        Case c = fp8_case(cfg, kFp8Types[(v / 3) % 2], kFp8Outputs[v % 3], prec, ScaleMode((v / 2) % 3), v % 8,
+                          {m, n, ks[size_t(v) % ks.size()]});
+        ++v;
+        expect_fp8_support(c);
+        check("GemmFp8", fp8_group(cfg, prec) + " ragged M, N", c);
+      }
+    for (int64_t k : ks)
+      for (const Shape& s : {Shape{33, 100, k}, Shape{128, 257, k}}) {
+        ++v;
+        const tessera::Precision prec = fp8_precision_for(cfg, kFp8Precisions[v % 2]);
+        Case c = fp8_case(cfg, kFp8Types[(v / 2) % 2], (v / 4) % 2 ? DType::F32 : DType::BF16, prec,
+                          ScaleMode::RowWise, int(k % 8), s);
+        expect_fp8_support(c);
+        check("GemmFp8", fp8_group(cfg, prec) + " K sweep", c);
+      }
+  }
+}
+
+// The fused epilogue on the dequantised sums: bias per column and per row (one per batch, or shared),
+// relu and gelu (silu and gelu_tanh once each), beta * C, C in place of D, scales per tensor and
+// row-wise; batch 2, ragged tiles and a ragged last promotion interval (K = 272).
+TEST_F(GemmFp8, Epilogue) {
+  int v = 0;
+  for (const std::string& cfg : fp8_config_names())
+    for (DType dt : kFp8Outputs) {
+      for (tessera::BiasMode mode : kBiasModes)
+        for (Activation act : {Activation::Relu, Activation::Gelu})
+          for (int combo : {1, 2 | 4}) {
+            ++v;
+            const tessera::Precision prec = fp8_precision_for(cfg, kFp8Precisions[v % 2]);
+            Case c = fp8_case(cfg, kFp8Types[(v / 2) % 2], dt, prec, v % 3 ? ScaleMode::Tensor : ScaleMode::RowWise,
+                              combo, {200, 136, 272});
+            c.batch = 2;
+            c.bias = mode;
+            c.activation = act;
+            c.bias_spec.batched = v % 3 != 0;
+            c.alpha = 0.5f;
+            c.beta = -1.25f;
+            expect_fp8_support(c);
+            check("GemmFp8", fp8_group(cfg, prec) + " epilogue", c);
+          }
+      for (Activation act : {Activation::Silu, Activation::GeluTanh}) {
+        ++v;
+        const tessera::Precision prec = fp8_precision_for(cfg, kFp8Precisions[v % 2]);
+        Case c = fp8_case(cfg, kFp8Types[(v / 2) % 2], dt, prec, ScaleMode::RowWise, 3, {65, 90, 300});
+        c.bias = tessera::BiasMode::PerColumn;
+        c.activation = act;
+        expect_fp8_support(c);
+        check("GemmFp8", fp8_group(cfg, prec) + " epilogue", c);
+      }
+      for (int combo : {1, 2 | 4}) {  // C is D: read before D is written
+        ++v;
+        const tessera::Precision prec = fp8_precision_for(cfg, kFp8Precisions[v % 2]);
+        Case c = fp8_case(cfg, kFp8Types[(v / 2) % 2], dt, prec, ScaleMode::RowWise, combo, {100, 72, 40});
+        c.in_place = true;
+        c.beta = 0.75f;
+        c.bias = tessera::BiasMode::PerRow;
+        expect_fp8_support(c);
+        check("GemmFp8", fp8_group(cfg, prec) + " in place", c);
+      }
+    }
+}
+
+// Batches: packed, A / B broadcast (by count or by stride 0), C broadcast, padded strides (by 8 and 3
+// elements: batches off 16-byte alignment, copied), D with interleaved batches; the scales are shared
+// by every batch.
+TEST_F(GemmFp8, Batched) {
+  const char* variants[] = {"packed",   "a_bcast",         "a_bcast_stride0", "b_bcast",      "b_bcast_stride0",
+                            "c_bcast",  "padded_strides8", "padded_strides3", "interleaved_d"};
+  int v = 0;
+  for (const std::string& cfg : fp8_config_names())
+    for (const char* var : variants)
+      for (int combo : {1, 2 | 4}) {
+        ++v;
+        const tessera::Precision prec = fp8_precision_for(cfg, kFp8Precisions[v % 2]);
+        Case c = fp8_case(cfg, kFp8Types[(v / 2) % 2], kFp8Outputs[v % 3], prec, ScaleMode::RowWise, combo,
+                          {33, 17, 48});
+        apply_batch_variant(c, var);
+        c.beta = -1.25f;
+        c.bias = tessera::BiasMode::PerColumn;
+        expect_fp8_support(c);
+        check("GemmFp8", fp8_group(cfg, prec) + " batched " + var, c);
+      }
+}
+
+// Base pointers 1 ... 15 bytes past 16-byte alignment (A, B; D and the scales by whole elements), with
+// and without workspace: explicit sm90 rows refuse without it, the heuristic runs the CUDA cores. Then
+// aligned K-major operands, which need no copy: every row runs them without workspace.
+TEST_F(GemmFp8, UnalignedPointers) {
+  int v = 0;
+  for (const std::string& cfg : fp8_config_names())
+    for (Workspace ws : {Workspace::Full, Workspace::None})
+      for (int64_t off = 1; off <= 15; ++off) {
+        ++v;
+        const tessera::Precision prec = fp8_precision_for(cfg, kFp8Precisions[v % 2]);
+        Case c = fp8_case(cfg, kFp8Types[(v / 2) % 2], kFp8Outputs[off % 3], prec,
+                          off % 3 ? ScaleMode::RowWise : ScaleMode::Tensor, off % 5 ? 1 : 2 | 4, {100, 129, 128});
+        c.a.elem_offset = off;
+        c.b.elem_offset = 16 - off;
+        c.d.elem_offset = off % 4;
+        c.scale_offset = off % 3;
+        c.workspace = ws;
+        expect_fp8_support(c);
+        check("GemmFp8", fp8_group(cfg, prec) + " unaligned" + (ws == Workspace::None ? ", no workspace" : ""), c);
+      }
+  for (const std::string& cfg : fp8_config_names())
+    for (DType dt : {DType::BF16, DType::F32})
+      for (int combo : {1, 1 | 4}) {
+        const tessera::Precision prec = fp8_precision_for(cfg, tessera::Precision::Default);
+        Case c = fp8_case(cfg, combo & 4 ? DType::E5M2 : DType::E4M3, dt, prec, ScaleMode::Tensor, combo,
+                          {128, 256, 128});
+        c.workspace = Workspace::None;
+        EXPECT_TRUE(fp8_operands_in_place(c)) << tt::describe(c);
+        expect_fp8_support(c);
+        EXPECT_EQ(c.expect, TESSERA_STATUS_SUCCESS) << tt::describe(c);
+        check("GemmFp8", fp8_group(cfg, prec) + " aligned, no workspace", c);
+      }
+}
+
+// Every row without fp8 kernels refuses fp8 by name (NOT_SUPPORTED, D untouched), at either precision;
+// a row that does not promote refuses Precision::Default. (And the rows this suite names exist.)
+TEST_F(GemmFp8, ConfigsWithoutFp8Refuse) {
+  for (const Fp8Row& r : kFp8Rows) EXPECT_NE(ti::find_config(r.name), nullptr) << r.name << ": not in the table";
+  for (const ti::Config& cfg : ti::configs())
+    for (tessera::Precision prec : kFp8Precisions)
+      for (DType ab : kFp8Types) {
+        const Fp8Row* row = fp8_row(cfg.name);
+        if (row && (row->promote || fast_accum(prec))) continue;
+        Case c = fp8_case(cfg.name, ab, DType::BF16, prec, ScaleMode::Tensor, 1, {64, 64, 64});
+        c.expect = TESSERA_STATUS_NOT_SUPPORTED;
+        c.expect_message = "config";
+        check("GemmFp8", std::string("refuses ") + cfg.name + (fast_accum(prec) ? " fast-accum" : " promoted"), c);
+      }
+}
+
+// The heuristic (and gemm_select_config) picks a row that runs fp8 at the call's precision, on Hopper
+// an sm90 row wherever K allows (the operands are copied K-major where TMA cannot read them as they
+// are); a non-K-major operand needs workspace for its copy.
+TEST_F(GemmFp8, SelectionPicksAnFp8Config) {
+  int v = 0;
+  for (const Shape& s : {Shape{4096, 4096, 4096}, Shape{128, 4096, 4096}, Shape{128, 128, 16384}, Shape{17, 33, 7},
+                         Shape{1000, 1000, 1000}, Shape{1, 1, 1}})
+    for (int combo : {1, 0, 1 | 4})
+      for (tessera::Precision prec : kFp8Precisions) {
+        const DType ab = kFp8Types[v++ % 2];
+        tessera::GemmArgs g;
+        g.op_a = combo & 1 ? Op::T : Op::N;
+        g.op_b = combo & 2 ? Op::T : Op::N;
+        g.a = tessera::dense(reinterpret_cast<const void*>(uintptr_t(1) << 40), ab, g.op_a == Op::N ? s.m : s.k,
+                             g.op_a == Op::N ? s.k : s.m, Layout::ColMajor);
+        g.b = tessera::dense(reinterpret_cast<const void*>(uintptr_t(2) << 40), ab, g.op_b == Op::N ? s.k : s.n,
+                             g.op_b == Op::N ? s.n : s.k, Layout::ColMajor);
+        g.d = tessera::dense(reinterpret_cast<const void*>(uintptr_t(3) << 40), DType::BF16, s.m, s.n,
+                             combo & 4 ? Layout::ColMajor : Layout::RowMajor);
+        g.precision = prec;
+        g.scale_mode = ScaleMode::RowWise;
+        g.scale_a = reinterpret_cast<const float*>(uintptr_t(4) << 40);
+        g.scale_b = reinterpret_cast<const float*>(uintptr_t(5) << 40);
+        const std::string what = shape_name(s) + " " + layout_name(combo) + " " + dn(ab) + "->bf16" +
+                                 (fast_accum(prec) ? " fast-accum" : " promoted");
+        std::string name;
+        const tessera::Status st = tessera::gemm_select_config(g, &name);
+        ASSERT_TRUE(st.ok()) << what << ": " << st.message;
+        const ti::Config* cfg = ti::find_config_choice(name).config;
+        ASSERT_NE(cfg, nullptr) << what << ": '" << name << "'";
+        const Fp8Row* row = fp8_row(cfg->name);
+        ASSERT_NE(row, nullptr) << what << ": " << name << " has no fp8 kernels";
+        if (!fast_accum(prec)) {
+          EXPECT_TRUE(row->promote) << what << ": " << name << " does not promote its sums";
+        }
+        if (s.k >= 16) {
+          EXPECT_EQ(cfg->kernel, ti::Kernel::Sm90) << what << ": " << name;
+        }
+        size_t bytes = 0;
+        ASSERT_TRUE(tessera::gemm_workspace_size(g, &bytes).ok()) << what;
+        if (combo == 0) {
+          EXPECT_GT(bytes, 0u) << what << ": A is not K-major: its K-major copy";
+        }
+      }
+}
+
+// Split-K (TESSERA_GEMM_SPLITS: 1 range, a few, more ranges than k-tiles) and stream-K
+// (TESSERA_GEMM_STREAMK=1) on the sm90 fp8 rows: the fp32 partials of promoted (or fast) sums fold
+// in a fixed order, so a second run is bit for bit the same. Batches, beta, ragged K.
+TEST_F(GemmFp8, SplitKAndStreamK) {
+  const SweepShape shapes[] = {{300, 520, 1000, 2, 1, 0.5f},  // 8 k-tiles of 128, batched, beta
+                               {256, 136, 4099, 1, 0, 0.0f},  // ragged N and K (33 k-tiles), A not K-major
+                               {130, 70, 200, 1, 2, -1.0f}};  // 2 k-tiles: most ranges empty
+  int v = 0;
+  for (const std::string& cfg : fp8_sm90_config_names()) {
+    for (int splits : {1, 2, 3, 5, 16}) {
+      EnvGuard env("TESSERA_GEMM_SPLITS", std::to_string(splits));
+      for (const SweepShape& sh : shapes) {
+        ++v;
+        const tessera::Precision prec = fp8_precision_for(cfg, kFp8Precisions[v % 2]);
+        Case c = fp8_case(cfg, kFp8Types[(v / 2) % 2], kFp8Outputs[v % 3], prec, ScaleMode(v % 3), sh.layout,
+                          {sh.m, sh.n, sh.k});
+        c.batch = sh.batch;
+        c.beta = sh.beta;
+        c.repeat_bitwise = true;
+        expect_fp8_support(c);
+        check("GemmFp8", fp8_group(cfg, prec) + " TESSERA_GEMM_SPLITS", c);
+      }
+    }
+    EnvGuard env("TESSERA_GEMM_STREAMK", "1");
+    const SweepShape sk_shapes[] = {{300, 520, 1000, 2, 1, 0.5f},
+                                    {256, 136, 4099, 1, 0, 0.0f},
+                                    {2100, 2100, 1000, 1, 1, 0.0f},
+                                    {1000, 1000, 1000, 1, 3, -1.0f}};
+    for (const SweepShape& sh : sk_shapes) {
+      ++v;
+      const tessera::Precision prec = fp8_precision_for(cfg, kFp8Precisions[v % 2]);
+      Case c = fp8_case(cfg, kFp8Types[(v / 2) % 2], kFp8Outputs[v % 3], prec, ScaleMode::RowWise, sh.layout,
+                        {sh.m, sh.n, sh.k});
+      c.batch = sh.batch;
+      c.beta = sh.beta;
+      c.repeat_bitwise = true;
+      expect_fp8_support(c);
+      check("GemmFp8", fp8_group(cfg, prec) + " TESSERA_GEMM_STREAMK=1", c);
+    }
+  }
+}
+
+// The host path: a non-default stream, a CUDA graph (the K-major copies into the workspace are
+// captured too), the C ABI (the fp8 dtypes, the precision and the scale fields cross it), a second run
+// bit for bit.
+TEST_F(GemmFp8, StreamsGraphsAndTheCAbi) {
+  cudaStream_t st = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+  std::vector<std::string> cfgs = {""};
+  for (const std::string& cfg : fp8_sm90_config_names()) cfgs.push_back(cfg);
+  for (const std::string& cfg : cfgs)
+    for (DType ab : kFp8Types)
+      for (int variant = 0; variant < 4; ++variant) {
+        const tessera::Precision prec = fp8_precision_for(cfg, kFp8Precisions[variant % 2]);
+        Case c = fp8_case(cfg, ab, variant % 2 ? DType::F32 : DType::BF16, prec, ScaleMode::RowWise, 2 | 4,
+                          {100, 129, 77});  // "nt": both operands copied
+        c.stream = st;
+        c.capture_graph = variant == 1;
+        c.use_c_abi = variant == 2;
+        c.repeat_bitwise = variant == 3;
+        expect_fp8_support(c);
+        check("GemmFp8", fp8_group(cfg, prec) + " stream / graph / C ABI / repeat", c);
+      }
+  ASSERT_EQ(cudaStreamDestroy(st), cudaSuccess);
+}
+
+// Invalid fp8 arguments with real device memory: INVALID_ARGUMENT naming the argument through the C++
+// API, the C ABI, gemm_workspace_size and gemm_select_config, and nothing written.
+TEST_F(GemmFp8, InvalidArgumentsWriteNothing) {
+  const int64_t M = 64, N = 48, K = 32;
+  Buf a(4 * M * K), b(4 * K * N), d(4 * M * N), sc(4 * (M + N) + 64);
+  ASSERT_EQ(cudaMemset(a.p, 0x38, a.bytes), cudaSuccess);  // e4m3 1.0
+  ASSERT_EQ(cudaMemset(b.p, 0x38, b.bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemset(d.p, 0xFF, d.bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemset(sc.p, 0, sc.bytes), cudaSuccess);
+  const auto a0 = a.host(), b0 = b.host(), d0 = d.host();
+  const float* sa = static_cast<const float*>(sc.p);
+  const float* sb = sa + M;
+  auto valid = [&](DType dt) {
+    tessera::GemmArgs g;
+    g.a = tessera::dense(a.p, DType::E4M3, M, K, Layout::RowMajor);
+    g.b = tessera::dense(b.p, DType::E4M3, K, N, Layout::ColMajor);
+    g.d = tessera::dense(d.p, dt, M, N);
+    g.scale_mode = ScaleMode::RowWise;
+    g.scale_a = sa;
+    g.scale_b = sb;
+    return g;
+  };
+  struct Bad {
+    const char* what;
+    tessera::GemmArgs g;
+    const char* needle;
+  };
+  std::vector<Bad> bad;
+  auto add = [&](const char* what, DType dt, const char* needle, const std::function<void(tessera::GemmArgs&)>& edit) {
+    tessera::GemmArgs g = valid(dt);
+    edit(g);
+    bad.push_back({what, g, needle});
+  };
+  add("e4m3 D", DType::E4M3, "d.dtype", [](tessera::GemmArgs&) {});
+  add("e5m2 D", DType::E5M2, "d.dtype", [](tessera::GemmArgs&) {});
+  add("e5m2 D of e5m2 operands", DType::E5M2, "d.dtype",
+      [](tessera::GemmArgs& g) { g.a.dtype = g.b.dtype = DType::E5M2; });
+  add("s32 D of e4m3 operands", DType::S32, "d.dtype", [](tessera::GemmArgs&) {});
+  add("s32 D of e4m3 operands, no scales", DType::S32, "d.dtype", [](tessera::GemmArgs& g) {
+    g.scale_mode = ScaleMode::None;
+    g.scale_a = g.scale_b = nullptr;
+  });
+  add("e4m3 A with e5m2 B", DType::BF16, "b.dtype", [](tessera::GemmArgs& g) { g.b.dtype = DType::E5M2; });
+  add("e5m2 A with e4m3 B", DType::BF16, "b.dtype", [](tessera::GemmArgs& g) { g.a.dtype = DType::E5M2; });
+  add("e4m3 A with bf16 B", DType::BF16, "b.dtype", [](tessera::GemmArgs& g) { g.b.dtype = DType::BF16; });
+  add("tf32 precision on e4m3 operands", DType::F32, "precision",
+      [](tessera::GemmArgs& g) { g.precision = tessera::Precision::TF32; });
+  add("tf32x3 precision on e5m2 operands", DType::F32, "precision", [](tessera::GemmArgs& g) {
+    g.a.dtype = g.b.dtype = DType::E5M2;
+    g.precision = tessera::Precision::TF32x3;
+  });
+  add("precision 7", DType::BF16, "precision", [](tessera::GemmArgs& g) { g.precision = tessera::Precision(7); });
+  add("fast accumulation on bf16 operands", DType::BF16, "precision", [](tessera::GemmArgs& g) {
+    g.a.dtype = g.b.dtype = DType::BF16;
+    g.scale_mode = ScaleMode::None;
+    g.scale_a = g.scale_b = nullptr;
+    g.precision = tessera::Precision::Fp8FastAccum;
+  });
+  add("tensor scales, scale_a null", DType::BF16, "scale_a", [](tessera::GemmArgs& g) {
+    g.scale_mode = ScaleMode::Tensor;
+    g.scale_a = nullptr;
+  });
+  add("row-wise scales, scale_b null", DType::F16, "scale_b", [](tessera::GemmArgs& g) { g.scale_b = nullptr; });
+  add("scale_b on top of D", DType::F32, "scale_b",
+      [&](tessera::GemmArgs& g) { g.scale_b = static_cast<const float*>(d.p); });
+  for (const Bad& x : bad) {
+    SCOPED_TRACE(x.what);
+    const tessera::Status s = tessera::gemm(x.g, nullptr, nullptr, 0);
+    EXPECT_EQ(s.code, TESSERA_STATUS_INVALID_ARGUMENT) << s.message;
+    EXPECT_NE(s.message.find(x.needle), std::string::npos) << s.message;
+    const tessera_gemm_args_t ca = tessera::to_c(x.g);
+    EXPECT_EQ(tessera_gemm(&ca, nullptr, 0, nullptr), TESSERA_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(tessera_last_error()).find(x.needle), std::string::npos) << tessera_last_error();
+    size_t bytes = 0;
+    EXPECT_EQ(tessera::gemm_workspace_size(x.g, &bytes).code, TESSERA_STATUS_INVALID_ARGUMENT);
+    std::string name;
+    EXPECT_EQ(tessera::gemm_select_config(x.g, &name).code, TESSERA_STATUS_INVALID_ARGUMENT);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_TRUE(d.host() == d0) << "D modified";
+    EXPECT_TRUE(a.host() == a0) << "A modified";
+    EXPECT_TRUE(b.host() == b0) << "B modified";
+  }
+  // And a valid call does write D: K products of 1 * 1 (e4m3 0x38 bytes) each, no scales: bf16 32.0.
+  tessera::GemmArgs g = valid(DType::BF16);
+  g.scale_mode = ScaleMode::None;
+  g.scale_a = g.scale_b = nullptr;
+  const tessera::Status ok = tessera::gemm(g, nullptr, nullptr, 0);
+  ASSERT_TRUE(ok.ok()) << ok.message;
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto d1 = d.host();
+  for (int64_t i = 0; i < M * N; ++i) {
+    uint16_t v;
+    std::memcpy(&v, &d1[size_t(i) * 2], 2);
+    ASSERT_EQ(v, 0x4200) << "element " << i << " (bf16 32.0 = 0x4200)";
+  }
+}
+
+// More batches than one grid holds (65535): the launcher advances A and B by their 1-byte elements,
+// chunk by chunk; the scales stay shared. Last of the fp8 tests: a launch that faults leaves the
+// process's CUDA context unusable for the tests that run after it.
+TEST_F(GemmFp8, MoreBatchesThanOneGridHolds) {
+  for (const std::string& cfg : fp8_config_names()) {
+    Case c = fp8_case(cfg, DType::E4M3, DType::BF16, fp8_precision_for(cfg, tessera::Precision::Default),
+                      ScaleMode::RowWise, 1, {8, 16, 32});
+    c.batch = 65537;
+    c.bias = tessera::BiasMode::PerColumn;
+    expect_fp8_support(c);
+    check("GemmFp8", fp8_group(cfg, c.precision) + " batch 65537", c);
+  }
+}
+
 }  // namespace
 
