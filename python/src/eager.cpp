@@ -2,10 +2,10 @@
 // launch out, in a single crossing. The facts the library needs (address, sizes, strides, dtype,
 // device) are read through the Python C API, so the module stays free of libtorch and its ABI.
 // Anything unusual (strides with no row/column-major form, broadcasting C, a bias to convert,
-// mixed devices, empty outputs, a device other than the current one, int8 scales other than one
-// element each or (M,) / (N,) vectors) answers kGeneral and the Python layer takes its general path,
-// which handles it and raises the errors: this path never changes what a call computes or how it
-// fails, only what it costs.
+// mixed devices, empty outputs, a device other than the current one, int8 / fp8 scales other than
+// one element each or (M,) / (N,) vectors, a precision the operands do not take) answers kGeneral and
+// the Python layer takes its general path, which handles it and raises the errors: this path never
+// changes what a call computes or how it fails, only what it costs.
 #include <Python.h>
 #include <cuda_runtime_api.h>
 #include <nanobind/nanobind.h>
@@ -34,11 +34,14 @@ bool capturing(uintptr_t stream) {
          capture != cudaStreamCaptureStatusNone;
 }
 
-// torch.float16 / bfloat16 / float32 / int8 / int32, registered by the Python layer (set_torch_dtypes).
-constexpr int kDtypes = 5;
-PyObject* g_dtypes[kDtypes] = {nullptr, nullptr, nullptr, nullptr, nullptr};
+// torch.float16 / bfloat16 / float32 / int8 / int32 / float8_e4m3fn / float8_e5m2, registered by the
+// Python layer (set_torch_dtypes). The 16-bit dtypes come first: view_of stops at the first match.
+constexpr int kDtypes = 7;
+PyObject* g_dtypes[kDtypes] = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
 const int kDtypeCodes[kDtypes] = {TESSERA_DTYPE_F16, TESSERA_DTYPE_BF16, TESSERA_DTYPE_F32, TESSERA_DTYPE_S8,
-                                  TESSERA_DTYPE_S32};
+                                  TESSERA_DTYPE_S32, TESSERA_DTYPE_E4M3, TESSERA_DTYPE_E5M2};
+
+bool is_fp8(int dtype) { return dtype == TESSERA_DTYPE_E4M3 || dtype == TESSERA_DTYPE_E5M2; }
 
 struct Names {  // interned attribute names
   PyObject *data_ptr, *shape, *stride, *dtype, *get_device;
@@ -144,7 +147,7 @@ bool scale_vector(const View& v, int64_t len, bool column) {
   return len <= 1 || stride == 1;
 }
 
-// The dequantisation scales of s8 operands into `g`: fp32 on `dev`, one element each (per tensor) or
+// The dequantisation scales of s8 / fp8 operands into `g`: fp32 on `dev`, one element each (per tensor) or
 // scale_a (M,) / (M, 1) and scale_b (N,) / (1, N) (row-wise); false for anything else (one of them
 // missing, mixed modes, strided or misshapen vectors), which the general path handles or rejects.
 bool scales_of(nb::handle sa, nb::handle sb, int dev, tessera::GemmArgs* g) {
@@ -221,10 +224,20 @@ int64_t matmul_tensors(nb::handle a, nb::handle b, nb::handle c, nb::handle d, f
   g.activation = tessera::Activation(activation);
   g.max_sms = max_sms;
   g.precision = tessera::Precision(precision);
-  // The int8 GEMM, as the general path (_torch.py: _output_dtype) takes it: int8 a and b, and an int32 d without
-  // scales or an f16 / bf16 / f32 d with them. The rest goes there, which names the error.
+  // The int8 and fp8 GEMMs, as the general path (_torch.py: _output_dtype) takes them: int8 a and b with an
+  // int32 d without scales or an f16 / bf16 / f32 d with them; fp8 a and b of one type with an f16 / bf16 /
+  // f32 d, scales optional, precision default or fast_accum (fast_accum for nothing else). The rest goes
+  // there, which names the error.
   const bool scaled = !scale_a.is_none() || !scale_b.is_none();
-  if (scaled || va.dtype == TESSERA_DTYPE_S8 || vb.dtype == TESSERA_DTYPE_S8) {
+  if (is_fp8(va.dtype) || is_fp8(vb.dtype)) {
+    if (vb.dtype != va.dtype || (vd.dtype != TESSERA_DTYPE_F16 && vd.dtype != TESSERA_DTYPE_BF16 &&
+                                 vd.dtype != TESSERA_DTYPE_F32))
+      return kGeneral;
+    if (precision != TESSERA_PRECISION_DEFAULT && precision != TESSERA_PRECISION_FP8_FAST_ACCUM) return kGeneral;
+    if (scaled && !scales_of(scale_a, scale_b, dev, &g)) return kGeneral;
+  } else if (precision == TESSERA_PRECISION_FP8_FAST_ACCUM) {
+    return kGeneral;
+  } else if (scaled || va.dtype == TESSERA_DTYPE_S8 || vb.dtype == TESSERA_DTYPE_S8) {
     if (va.dtype != TESSERA_DTYPE_S8 || vb.dtype != TESSERA_DTYPE_S8) return kGeneral;
     if (scaled ? vd.dtype == TESSERA_DTYPE_S32 || !scales_of(scale_a, scale_b, dev, &g) : vd.dtype != TESSERA_DTYPE_S32)
       return kGeneral;
@@ -297,25 +310,28 @@ int64_t attention_tensors(nb::handle q, nb::handle k, nb::handle v, nb::handle o
 void bind_eager(nb::module_& m) {
   m.def(
       "set_torch_dtypes",
-      [](nb::handle f16, nb::handle bf16, nb::handle f32, nb::handle s8, nb::handle s32) {
-        PyObject* objs[kDtypes] = {f16.ptr(), bf16.ptr(), f32.ptr(), s8.is_none() ? nullptr : s8.ptr(),
-                                   s32.is_none() ? nullptr : s32.ptr()};
+      [](nb::handle f16, nb::handle bf16, nb::handle f32, nb::handle s8, nb::handle s32, nb::handle e4m3,
+         nb::handle e5m2) {
+        auto obj = [](nb::handle h) { return h.is_none() ? nullptr : h.ptr(); };
+        PyObject* objs[kDtypes] = {f16.ptr(), bf16.ptr(), f32.ptr(), obj(s8), obj(s32), obj(e4m3), obj(e5m2)};
         for (int i = 0; i < kDtypes; ++i) {
           Py_XINCREF(objs[i]);  // kept for the life of the process
           g_dtypes[i] = objs[i];
         }
       },
       "f16"_a, "bf16"_a, "f32"_a, "s8"_a.none() = nb::none(), "s32"_a.none() = nb::none(),
+      "e4m3"_a.none() = nb::none(), "e5m2"_a.none() = nb::none(),
       "Registers torch.float16, torch.bfloat16, torch.float32 (and torch.int8, torch.int32: the int8\n"
-      "GEMM's operands and exact output) for the tensor entries.");
+      "GEMM's operands and exact output; torch.float8_e4m3fn, torch.float8_e5m2: the fp8 GEMM's\n"
+      "operands) for the tensor entries.");
   m.def("matmul_tensors", &matmul_tensors, "a"_a, "b"_a, "c"_a.none(), "d"_a, "alpha"_a, "beta"_a, "bias"_a.none(),
         "activation"_a, "workspace"_a, "workspace_bytes"_a, "workspace_cached"_a, "stream"_a, "max_sms"_a,
         "precision"_a = 0, "scale_a"_a.none() = nb::none(), "scale_b"_a.none() = nb::none(),
         "d = act(alpha * a @ b + beta * c + bias) from torch tensors in one call: 0 when launched; the\n"
         "workspace bytes to allocate when the given workspace is too small (or is a cached one while\n"
-        "the stream is capturing); -1 when the general path must handle the call. int8 a and b:\n"
-        "scale_a and scale_b (fp32 tensors, one element each or scale_a (M,)/(M, 1)\n"
-        "and scale_b (N,)/(1, N)) dequantise to d's dtype. Raises as gemm().");
+        "the stream is capturing); -1 when the general path must handle the call. int8 and fp8 a and\n"
+        "b: scale_a and scale_b (fp32 tensors, one element each or scale_a (M,)/(M, 1) and scale_b\n"
+        "(N,)/(1, N); optional for fp8) dequantise to d's dtype. Raises as gemm().");
   m.def("attention_tensors", &attention_tensors, "q"_a, "k"_a, "v"_a, "o"_a, "lse"_a.none(), "causal"_a, "scale"_a,
         "bshd"_a, "stream"_a, "max_sms"_a, "workspace"_a, "workspace_bytes"_a, "workspace_cached"_a,
         "window_left"_a = -1, "window_right"_a = -1, "softcap"_a = 0.0f,

@@ -71,7 +71,7 @@ struct Epilogue {
   int activation = TESSERA_ACTIVATION_NONE;
 };
 
-// The dequantisation scales of s8 operands: fp32 device pointers (0 = none) and a SCALE_* code.
+// The dequantisation scales of s8 and fp8 operands: fp32 device pointers (0 = none) and a SCALE_* code.
 struct Scales {
   uintptr_t a = 0;
   uintptr_t b = 0;
@@ -123,6 +123,8 @@ NB_MODULE(_C, m) {
   m.attr("F32") = int(TESSERA_DTYPE_F32);
   m.attr("S8") = int(TESSERA_DTYPE_S8);
   m.attr("S32") = int(TESSERA_DTYPE_S32);
+  m.attr("E4M3") = int(TESSERA_DTYPE_E4M3);
+  m.attr("E5M2") = int(TESSERA_DTYPE_E5M2);
   m.attr("ROW_MAJOR") = int(TESSERA_ROW_MAJOR);
   m.attr("COL_MAJOR") = int(TESSERA_COL_MAJOR);
   m.attr("OP_N") = int(TESSERA_OP_N);
@@ -138,6 +140,7 @@ NB_MODULE(_C, m) {
   m.attr("PRECISION_DEFAULT") = int(TESSERA_PRECISION_DEFAULT);
   m.attr("PRECISION_TF32") = int(TESSERA_PRECISION_TF32);
   m.attr("PRECISION_TF32X3") = int(TESSERA_PRECISION_TF32X3);
+  m.attr("PRECISION_FP8_FAST_ACCUM") = int(TESSERA_PRECISION_FP8_FAST_ACCUM);
   m.attr("SCALE_NONE") = int(TESSERA_SCALE_NONE);
   m.attr("SCALE_TENSOR") = int(TESSERA_SCALE_TENSOR);
   m.attr("SCALE_ROWWISE") = int(TESSERA_SCALE_ROWWISE);
@@ -222,11 +225,13 @@ NB_MODULE(_C, m) {
       "D = act(alpha * op(A) * op(B) + beta * C + bias) on `stream` (a cudaStream_t as an int; 0 = default\n"
       "stream). bias: a device pointer in D's dtype (0 = none) with bias_mode BIAS_PER_COLUMN (N values) or\n"
       "BIAS_PER_ROW (M values), batch l at bias + l * bias_batch_stride; activation: an ACTIVATION_* code.\n"
-      "precision: a PRECISION_* code (F32 operands). S8 operands: D S32 takes the exact int32 sums (alpha 1,\n"
-      "beta 0, no bias, activation or scales); D F16/BF16/F32 takes alpha * scale_a * scale_b * sums (+ beta C\n"
-      "+ bias, then the activation) with scale_a, scale_b fp32 device pointers (0 = none) and scale_mode\n"
-      "SCALE_TENSOR (one value each) or SCALE_ROWWISE (M values for the rows of op(A), N for the columns of\n"
-      "op(B)), shared by every batch.\n"
+      "precision: a PRECISION_* code (F32 operands: TF32 or TF32X3; E4M3 / E5M2 operands: FP8_FAST_ACCUM).\n"
+      "S8 operands: D S32 takes the exact int32 sums (alpha 1, beta 0, no bias, activation or scales); D\n"
+      "F16/BF16/F32 takes alpha * scale_a * scale_b * sums (+ beta C + bias, then the activation) with\n"
+      "scale_a, scale_b fp32 device pointers (0 = none) and scale_mode SCALE_TENSOR (one value each) or\n"
+      "SCALE_ROWWISE (M values for the rows of op(A), N for the columns of op(B)), shared by every batch.\n"
+      "E4M3 / E5M2 operands (the same type; sm_90 only, NotImplementedError elsewhere): D F16/BF16/F32 takes\n"
+      "the fp32 sums, scaled as S8's (scales optional: SCALE_NONE gives the plain sums).\n"
       "Asynchronous. Arguments are validated before anything is launched or written.");
 
   m.def(

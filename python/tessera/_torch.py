@@ -35,8 +35,9 @@ if _torch_version() < (2, 4) or not hasattr(torch.library, "custom_op"):
 Tensor = torch.Tensor
 
 _DTYPE_CODE = {torch.float16: _C.F16, torch.bfloat16: _C.BF16, torch.float32: _C.F32}
-# The GEMM's dtypes: also int8 operands and the exact int32 output of int8 operands.
-_GEMM_DTYPE_CODE = {**_DTYPE_CODE, torch.int8: _C.S8, torch.int32: _C.S32}
+# The GEMM's dtypes: also int8 operands and the exact int32 output of int8 operands, and fp8 operands.
+_GEMM_DTYPE_CODE = {**_DTYPE_CODE, torch.int8: _C.S8, torch.int32: _C.S32, torch.float8_e4m3fn: _C.E4M3,
+                    torch.float8_e5m2: _C.E5M2}
 
 
 def _dtype_code(dtype: torch.dtype, what: str) -> int:
@@ -50,7 +51,8 @@ def _gemm_dtype_code(dtype: torch.dtype, what: str) -> int:
     code = _GEMM_DTYPE_CODE.get(dtype)
     if code is None:
         raise ValueError(f"{what}: dtype {dtype} is not supported by tessera's GEMM (float16, bfloat16, float32; "
-                         "int8 operands with an int32, or dequantised, output)")
+                         "int8 operands with an int32, or dequantised, output; float8_e4m3fn or float8_e5m2 "
+                         "operands with a float16, bfloat16 or float32 output)")
     return code
 
 
@@ -90,7 +92,8 @@ def _stream(device: torch.device) -> int:
 # launches. Anything that crossing does not handle comes back as -1 and takes the general path
 # (the custom op), which computes the same and raises the same errors.
 
-_C.set_torch_dtypes(torch.float16, torch.bfloat16, torch.float32, torch.int8, torch.int32)
+_C.set_torch_dtypes(torch.float16, torch.bfloat16, torch.float32, torch.int8, torch.int32, torch.float8_e4m3fn,
+                    torch.float8_e5m2)
 _dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", None)
 _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -210,7 +213,11 @@ def _matmul_shape(a: Tensor, b: Tensor) -> Tuple[int, ...]:
 
 
 _INT8, _INT32 = torch.int8, torch.int32
-_DEQUANTISED = (torch.bfloat16, torch.float16, torch.float32)  # outputs of int8 operands with scales
+_FP8 = frozenset((torch.float8_e4m3fn, torch.float8_e5m2))
+# Operands whose output dtype is not their own -> their default output without scales (with scales:
+# bfloat16). A dict: its lookup is the cheapest membership test a 16-bit call pays for in matmul().
+_QUANTISED = {_INT8: _INT32, torch.float8_e4m3fn: torch.bfloat16, torch.float8_e5m2: torch.bfloat16}
+_DEQUANTISED = (torch.bfloat16, torch.float16, torch.float32)  # outputs of int8 operands with scales, and of fp8
 
 
 def _check_scale_types(scale_a, scale_b) -> None:
@@ -220,12 +227,12 @@ def _check_scale_types(scale_a, scale_b) -> None:
 
 
 def _scale_mode(scale_a, scale_b, m: int, n: int) -> int:
-    """The library's scale mode of int8 dequantisation scales, checked: _C.SCALE_TENSOR for one element
-    each; _C.SCALE_ROWWISE for scale_a (M,) / (M, 1) (a row of a each) and scale_b (N,) / (1, N) (a
-    column of b each), where one of them may also be a single element (broadcast)."""
+    """The library's scale mode of int8 / fp8 dequantisation scales, checked: _C.SCALE_TENSOR for one
+    element each; _C.SCALE_ROWWISE for scale_a (M,) / (M, 1) (a row of a each) and scale_b (N,) / (1, N)
+    (a column of b each), where one of them may also be a single element (broadcast)."""
     if scale_a is None or scale_b is None:
         given, missing = ("scale_a", "scale_b") if scale_b is None else ("scale_b", "scale_a")
-        raise ValueError(f"{missing}: missing; int8 dequantisation takes scale_a and scale_b together "
+        raise ValueError(f"{missing}: missing; dequantisation takes scale_a and scale_b together "
                          f"(got {given} alone)")
     _check_scale_types(scale_a, scale_b)
     for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
@@ -243,18 +250,48 @@ def _scale_mode(scale_a, scale_b, m: int, n: int) -> int:
     return _C.SCALE_ROWWISE
 
 
+_FAST_ACCUM = _C.PRECISION_FP8_FAST_ACCUM
+_TF32_PRECISIONS = (_C.PRECISION_TF32, _C.PRECISION_TF32X3)
+
+
+def _fast_accum_error(dtype: torch.dtype) -> ValueError:
+    return ValueError(f"precision: 'fast_accum' applies to fp8 operands (torch.float8_e4m3fn, torch.float8_e5m2); "
+                      f"a and b are {dtype} (leave precision None)")
+
+
 def _output_dtype(a: Tensor, b: Tensor, out_dtype: Optional[torch.dtype], scale_a: Optional[Tensor],
-                  scale_b: Optional[Tensor], shape: Tuple[int, ...], what: str = "out_dtype") -> torch.dtype:
+                  scale_b: Optional[Tensor], shape: Tuple[int, ...], what: str = "out_dtype",
+                  precision: int = 0) -> torch.dtype:
     """The dtype of a @ b: out_dtype, else a's dtype; for int8 operands torch.int32 (the exact sums) or,
-    dequantised by scale_a and scale_b, bfloat16 (float16 or float32 allowed). Checks the int8 rules in
-    torch's terms (the library checks the rest); `what` names the output dtype's source in errors."""
+    dequantised by scale_a and scale_b, bfloat16 (float16 or float32 allowed); for fp8 operands bfloat16
+    (float16 or float32 allowed), scales optional. Checks the int8 and fp8 rules in torch's terms, and
+    which operands take precision 'fast_accum' (fp8 only) and 'tf32' / 'tf32x3' (not fp8), where the
+    library checks the rest; `what` names the output dtype's source in errors."""
     scaled = scale_a is not None or scale_b is not None
-    if not scaled and a.dtype != _INT8 and b.dtype != _INT8:
+    if not scaled and a.dtype not in _QUANTISED and b.dtype not in _QUANTISED:
+        if precision == _FAST_ACCUM:
+            raise _fast_accum_error(a.dtype)
         return a.dtype if out_dtype is None else out_dtype
     if a.dtype != b.dtype:
-        raise ValueError(f"b.dtype: must equal a.dtype ({a.dtype}), got {b.dtype} (int8 operands: both int8)")
+        kind = ("fp8 operands: both torch.float8_e4m3fn or both torch.float8_e5m2" if a.dtype in _FP8 or b.dtype in _FP8
+                else "int8 operands: both int8")
+        raise ValueError(f"b.dtype: must equal a.dtype ({a.dtype}), got {b.dtype} ({kind})")
+    if a.dtype in _FP8:
+        if precision in _TF32_PRECISIONS:
+            raise ValueError(f"precision: 'tf32' and 'tf32x3' apply to float32 operands; a and b are {a.dtype} "
+                             "(None: sums promoted to fp32 every 128 K, or 'fast_accum')")
+        if scaled:
+            _scale_mode(scale_a, scale_b, shape[-2], shape[-1])
+        if out_dtype is None:
+            return torch.bfloat16
+        if out_dtype not in _DEQUANTISED:
+            raise ValueError(f"{what}: fp8 operands give bfloat16 (the default), float16 or float32, got {out_dtype}")
+        return out_dtype
     if a.dtype != _INT8:
-        raise ValueError(f"scale_a, scale_b: dequantise int8 operands; a and b are {a.dtype} (leave them None)")
+        raise ValueError(f"scale_a, scale_b: dequantise int8 or fp8 operands; a and b are {a.dtype} "
+                         "(leave them None)")
+    if precision == _FAST_ACCUM:
+        raise _fast_accum_error(a.dtype)
     if not scaled:
         if out_dtype is not None and out_dtype != _INT32:
             raise ValueError(f"{what}: int8 operands without scales give the exact int32 sums (torch.int32), got "
@@ -271,7 +308,8 @@ def _output_dtype(a: Tensor, b: Tensor, out_dtype: Optional[torch.dtype], scale_
 
 def _scale_args(scale_a: Optional[Tensor], scale_b: Optional[Tensor], device: torch.device, m: int, n: int):
     """The library's (scale_a pointer, scale_b pointer, scale mode) and the tensors they point into (to keep
-    alive): contiguous fp32 on `device`; a single element beside a vector is broadcast to M or N values."""
+    alive): contiguous fp32 on `device`; a single element beside a vector is broadcast to M or N values;
+    (0, 0, _C.SCALE_NONE) without scales."""
     if scale_a is None and scale_b is None:
         return (0, 0, _C.SCALE_NONE), ()
     mode = _scale_mode(scale_a, scale_b, m, n)
@@ -287,8 +325,8 @@ def _gemm_into(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: fl
                bias: Optional[Tensor] = None, activation: int = 0, max_sms: int = 0, precision: int = 0,
                scale_a: Optional[Tensor] = None, scale_b: Optional[Tensor] = None) -> None:
     """d = act(alpha * a @ b + beta * c + bias), d of shape _matmul_shape(a, b); bias (N,) is added to
-    every row of every batch; activation is a tessera activation code (_C.ACTIVATION_*). int8 a and b:
-    scale_a and scale_b (checked by _output_dtype) dequantise the int32 sums, shared by every batch."""
+    every row of every batch; activation is a tessera activation code (_C.ACTIVATION_*). int8 or fp8 a
+    and b: scale_a and scale_b (checked by _output_dtype) dequantise the sums, shared by every batch."""
     device = a.device
     _check_device("a", a, device)
     _check_device("b", b, device)
@@ -332,15 +370,17 @@ def _gemm_into(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: fl
 
 
 # bias and activation come last with defaults, so calls written before they existed keep working; so
-# do precision and the int8 scales after them. out_dtype None: a's dtype; for int8 a and b, int32 (the
-# exact sums) or, with scale_a and scale_b, bfloat16 (_output_dtype).
+# do precision and the int8 / fp8 scales after them. out_dtype None: a's dtype; for int8 a and b, int32
+# (the exact sums) or, with scale_a and scale_b, bfloat16; for fp8 a and b, bfloat16 (_output_dtype).
+# precision: a _C.PRECISION_* code (PRECISION_FP8_FAST_ACCUM for fp8 operands only).
 @torch.library.custom_op("tessera::matmul", mutates_args=())
 def _matmul_op(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: float,
                out_dtype: Optional[torch.dtype], bias: Optional[Tensor] = None, activation: int = 0,
                max_sms: int = 0, precision: int = 0, scale_a: Optional[Tensor] = None,
                scale_b: Optional[Tensor] = None) -> Tensor:
     shape = _matmul_shape(a, b)
-    d = torch.empty(shape, dtype=_output_dtype(a, b, out_dtype, scale_a, scale_b, shape), device=a.device)
+    d = torch.empty(shape, dtype=_output_dtype(a, b, out_dtype, scale_a, scale_b, shape, precision=precision),
+                    device=a.device)
     _gemm_into(a, b, c, alpha, beta, d, bias, activation, max_sms, precision, scale_a, scale_b)
     return d
 
@@ -349,7 +389,7 @@ def _matmul_op(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: fl
 def _matmul_fake(a, b, c, alpha, beta, out_dtype, bias=None, activation=0, max_sms=0, precision=0, scale_a=None,
                  scale_b=None):
     shape = _matmul_shape(a, b)
-    return a.new_empty(shape, dtype=_output_dtype(a, b, out_dtype, scale_a, scale_b, shape))
+    return a.new_empty(shape, dtype=_output_dtype(a, b, out_dtype, scale_a, scale_b, shape, precision=precision))
 
 
 @torch.library.custom_op("tessera::matmul_out", mutates_args=("d",))
@@ -359,14 +399,14 @@ def _matmul_out_op(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta
     shape = _matmul_shape(a, b)
     if tuple(d.shape) != tuple(shape):
         raise ValueError(f"out: must have shape {tuple(shape)}, got {tuple(d.shape)}")
-    _output_dtype(a, b, d.dtype, scale_a, scale_b, shape, "out.dtype")
+    _output_dtype(a, b, d.dtype, scale_a, scale_b, shape, "out.dtype", precision)
     _gemm_into(a, b, c, alpha, beta, d, bias, activation, max_sms, precision, scale_a, scale_b)
 
 
 @_matmul_out_op.register_fake
 def _matmul_out_fake(a, b, c, alpha, beta, d, bias=None, activation=0, max_sms=0, precision=0, scale_a=None,
                      scale_b=None):
-    _output_dtype(a, b, d.dtype, scale_a, scale_b, _matmul_shape(a, b), "out.dtype")
+    _output_dtype(a, b, d.dtype, scale_a, scale_b, _matmul_shape(a, b), "out.dtype", precision)
     return None
 
 
@@ -376,12 +416,14 @@ def matmul(a: Tensor, b: Tensor, *, c: Optional[Tensor] = None, alpha: float = 1
            scale_a: Optional[Tensor] = None, scale_b: Optional[Tensor] = None) -> Tensor:
     """``D = act(alpha * a @ b + beta * c + bias)`` on tensor cores (fp32 accumulation, one rounding).
 
-    a: (M, K) or (L, M, K); b: (K, N) or (L, K, N); float16, bfloat16 or float32 (the same), or int8
-    (both; see below). A 2-D operand (or a batch of 1) is broadcast over the other's batch. Any
-    strides with a row-major (stride (ld, 1)) or column-major (stride (1, ld)) form are read in place,
-    transposed views included; other strides (e.g. both != 1) are first copied with ``.contiguous()``.
+    a: (M, K) or (L, M, K); b: (K, N) or (L, K, N); float16, bfloat16 or float32 (the same), int8
+    (both) or fp8 (both torch.float8_e4m3fn or both torch.float8_e5m2); int8 and fp8: see below. A 2-D
+    operand (or a batch of 1) is broadcast over the other's batch. Any strides with a row-major
+    (stride (ld, 1)) or column-major (stride (1, ld)) form are read in place, transposed views
+    included; other strides (e.g. both != 1) are first copied with ``.contiguous()``.
     c: broadcastable to the output; its dtype must equal the output's; not read when beta == 0.
-    out_dtype: the output dtype (default a.dtype; float32 allowed; for int8 operands see below).
+    out_dtype: the output dtype (default a.dtype; float32 allowed; for int8 and fp8 operands see
+    below).
     out: write into this tensor (shape must match; its dtype is the output dtype) and return it; c may
     be out itself (in place).
     bias: (N,), added to every row of every batch (like nn.Linear), converted to the output dtype;
@@ -390,9 +432,10 @@ def matmul(a: Tensor, b: Tensor, *, c: Optional[Tensor] = None, alpha: float = 1
     in fp32 on the accumulators, no extra pass over the output.
     max_sms: an SM budget (0 = every SM): the GEMM runs on at most this many SMs at once and none of
     its CTAs waits for another, so it finishes beside kernels that hold the other SMs (NCCL).
-    precision (float32 operands only): "tf32" (the default: products of tf32-rounded operands, like
+    precision: for float32 operands "tf32" (the default: products of tf32-rounded operands, like
     torch with ``allow_tf32``) or "tf32x3" (each operand split into tf32 high and low parts, three
-    products: about fp32 accuracy at three times the tensor-core work).
+    products: about fp32 accuracy at three times the tensor-core work); for fp8 operands
+    "fast_accum" (see below); None (the default) for any operands.
 
     int8 operands (a and b both torch.int8; products summed exactly in int32):
 
@@ -407,6 +450,17 @@ def matmul(a: Tensor, b: Tensor, *, c: Optional[Tensor] = None, alpha: float = 1
       (N,) or (1, N), one per column of b (a single element beside a vector is broadcast). The scales
       are shared by every batch; strided ones are made contiguous.
 
+    fp8 operands (a and b both torch.float8_e4m3fn or both torch.float8_e5m2; Hopper (sm_90) only,
+    ``NotImplementedError`` on other GPUs): returns ``act(alpha * scale_a * scale_b * (a @ b) + beta
+    * c + bias)`` in out_dtype: torch.bfloat16 (the default), torch.float16 or torch.float32 (never an
+    fp8 or integer dtype). The scales are optional (without them, the plain sums); given, both, as
+    for int8 above (per tensor, like ``torch._scaled_mm``'s, or row-wise). The products are summed on
+    the tensor cores and the sums promoted to fp32 every 128 elements of K (accurate at any K);
+    precision="fast_accum" keeps the tensor cores' own accumulation along all of K instead (faster,
+    less accurate at long K: ``torch._scaled_mm``'s ``use_fast_accum=True``). Any strides above work;
+    operands that are not K-major (a column-major a, a row-major b) are first copied K-major into the
+    workspace by the library.
+
     Runs on the current CUDA stream. Workspace (for operands that are not 16-byte aligned, and for
     split-K / stream-K where the heuristic cuts K) comes from PyTorch's caching allocator: in eager
     mode one buffer per stream, kept and reused (``clear_workspace_cache()`` releases them); in a
@@ -420,11 +474,11 @@ def matmul(a: Tensor, b: Tensor, *, c: Optional[Tensor] = None, alpha: float = 1
         raise ValueError(f"activation: must be None or one of {names} (got {activation!r})")
     prec = _PRECISIONS.get(precision, -1) if isinstance(precision, (str, type(None))) else -1
     if prec < 0:
-        raise ValueError(f"precision: must be None, 'tf32' or 'tf32x3' (got {precision!r})")
-    if out_dtype is None and a.dtype is _INT8:  # int8 operands' output: the int32 sums, or dequantised
-        out_dtype = _INT32 if scale_a is None and scale_b is None else torch.bfloat16
+        raise ValueError(f"precision: must be None, 'tf32', 'tf32x3' or 'fast_accum' (got {precision!r})")
     if _eager(a, b) and (out is None or out_dtype is None or out.dtype == out_dtype):
         if out is None:
+            if out_dtype is None and a.dtype in _QUANTISED:  # int8: the int32 sums, or dequantised; fp8
+                out_dtype = _QUANTISED[a.dtype] if scale_a is None and scale_b is None else torch.bfloat16
             shape = (a.shape[0], b.shape[1]) if a.dim() == 2 and b.dim() == 2 else _matmul_shape(a, b)
             # new_empty: a's device and dtype without parsing them again (torch.empty's keywords cost more)
             d = a.new_empty(shape) if out_dtype is None else a.new_empty(shape, dtype=out_dtype)
@@ -458,7 +512,8 @@ _ACTIVATIONS = {
 }
 
 # matmul's precision names -> the library's codes (tessera_precision_t).
-_PRECISIONS = {None: _C.PRECISION_DEFAULT, "tf32": _C.PRECISION_TF32, "tf32x3": _C.PRECISION_TF32X3}
+_PRECISIONS = {None: _C.PRECISION_DEFAULT, "tf32": _C.PRECISION_TF32, "tf32x3": _C.PRECISION_TF32X3,
+               "fast_accum": _C.PRECISION_FP8_FAST_ACCUM}
 
 
 # ----------------------------------------------------------------------------------- attention

@@ -150,7 +150,7 @@ def test_gemm_precision_is_for_f32_operands():
     for call in (lambda p: _C.gemm(a, b, d, precision=p), lambda p: _C.gemm_workspace_size(a, b, d, precision=p)):
         with pytest.raises(ValueError, match=r"precision: tf32 and tf32x3 apply to f32 operands; a and b are f16"):
             call(_C.PRECISION_TF32X3)
-        with pytest.raises(ValueError, match=r"precision: must be default \(0\), tf32 \(1\) or tf32x3 \(2\)"):
+        with pytest.raises(ValueError, match=r"precision: must be default \(0\), tf32 \(1\)"):
             call(7)
     a, b, d = gemm_args(dtype=_C.F32, out_dtype=_C.F32)
     # fp32 operands: valid with every precision; without a device the workspace is a bound that covers
@@ -285,7 +285,7 @@ def test_gemm_int8_arguments_are_accepted(m, n, k):
          r"scale_b: overlaps d in memory"),
         (_C.F16, lambda a, b, d: (setattr(a, "dtype", _C.F16), setattr(b, "dtype", _C.F16)),
          dict(scale_a=SCALE_A, scale_b=SCALE_B, scale_mode=_C.SCALE_TENSOR),
-         r"scale_mode: scales dequantise s8 operands; a and b are f16"),
+         r"scale_mode: scales dequantise s8 and fp8 operands; a and b are f16"),
         (_C.S32, None, dict(precision=_C.PRECISION_TF32),
          r"precision: tf32 and tf32x3 apply to f32 operands; a and b are s8"),
     ],
@@ -307,6 +307,99 @@ def test_gemm_int8_s32_d_rejects_beta_and_c():
     with pytest.raises(ValueError, match=r"beta: must be 0 for an s32 D"):
         _C.gemm(a, b, d, c, beta=1.0)
     assert _C.gemm_workspace_size(a, b, d, c, 1.0, 0.0) >= 0  # beta == 0: C is not read
+
+
+# ---------------------------------------------------------------------- fp8 GEMM arguments
+#
+# The library's fp8 messages are matched by the argument they name (and _C.last_error()), not word for word.
+
+FP8 = [_C.E4M3, _C.E5M2]
+
+
+def fp8_args(m=64, n=48, k=64, dtype=_C.E4M3, out_dtype=_C.BF16, b_layout=_C.COL_MAJOR):
+    """fp8 A (M x K, row-major) and B (K x N, column-major by default: both K-major, as the kernels read
+    them) and D at made-up addresses."""
+    a = mat(FAKE, dtype, m, k)
+    b = mat(FAKE + (1 << 30), dtype, k, n, layout=b_layout)
+    d = mat(FAKE + (2 << 30), out_dtype, m, n)
+    return a, b, d
+
+
+def test_fp8_codes_are_the_c_abis():
+    assert (_C.E4M3, _C.E5M2) == (5, 6)
+    assert (_C.PRECISION_DEFAULT, _C.PRECISION_TF32, _C.PRECISION_TF32X3, _C.PRECISION_FP8_FAST_ACCUM) == (0, 1, 2, 3)
+
+
+@pytest.mark.parametrize("dtype", FP8)
+@pytest.mark.parametrize("m, n, k", [(64, 48, 64), (33, 17, 5), (1, 1, 1), (7, 129, 4096)])
+def test_gemm_fp8_arguments_are_accepted(dtype, m, n, k):
+    """fp8 operands (the same type) with an f16 / bf16 / f32 D: without scales (the plain sums) and with
+    scales per tensor or row-wise, at either precision, with a bias and an activation; every entry
+    validates them (without a device the workspace is a bound: an int >= 0)."""
+    for out in (_C.F16, _C.BF16, _C.F32):
+        for b_layout in (_C.COL_MAJOR, _C.ROW_MAJOR):
+            a, b, d = fp8_args(m, n, k, dtype, out, b_layout)
+            for precision in (_C.PRECISION_DEFAULT, _C.PRECISION_FP8_FAST_ACCUM):
+                assert _C.gemm_workspace_size(a, b, d, precision=precision) >= 0
+                for mode in (_C.SCALE_TENSOR, _C.SCALE_ROWWISE):
+                    kw = dict(scale_a=SCALE_A, scale_b=SCALE_B, scale_mode=mode, precision=precision)
+                    assert _C.gemm_workspace_size(a, b, d, **kw) >= 0
+                    assert _C.gemm_workspace_size(a, b, d, bias=BIAS, bias_mode=_C.BIAS_PER_COLUMN,
+                                                  activation=_C.ACTIVATION_RELU, alpha=0.5, **kw) >= 0
+
+
+@pytest.mark.parametrize("dtype", FP8)
+def test_gemm_fp8_workspace_bound_covers_k_major_copies(dtype):
+    """The kernels read fp8 operands K-major only; the others are copied K-major into the workspace, so
+    the device-free bound covers a K x N copy of a row-major B and an M x K copy of a column-major A."""
+    m, n, k = 96, 80, 256
+    a, b, d = fp8_args(m, n, k, dtype, b_layout=_C.ROW_MAJOR)
+    assert _C.gemm_workspace_size(a, b, d) >= k * n
+    a, b, d = fp8_args(m, n, k, dtype)
+    a = mat(FAKE, dtype, m, k, layout=_C.COL_MAJOR)
+    assert _C.gemm_workspace_size(a, b, d) >= m * k
+
+
+def _set_dtypes(a_dtype, b_dtype):
+    return lambda a, b, d: (setattr(a, "dtype", a_dtype), setattr(b, "dtype", b_dtype))
+
+
+@pytest.mark.parametrize(
+    "dtype, out_dtype, mutate, kwargs, pattern",
+    [
+        (_C.E4M3, _C.BF16, _set_dtypes(_C.E4M3, _C.E5M2), {}, r"^b\.dtype: must equal a\.dtype"),
+        (_C.E5M2, _C.BF16, _set_dtypes(_C.E5M2, _C.E4M3), {}, r"^b\.dtype: must equal a\.dtype"),
+        (_C.E4M3, _C.BF16, _set_dtypes(_C.E4M3, _C.F16), {}, r"^b\.dtype: must equal a\.dtype"),
+        (_C.E4M3, _C.F16, _set_dtypes(_C.F16, _C.E4M3), {}, r"^b\.dtype: must equal a\.dtype"),
+        (_C.E4M3, _C.E4M3, None, {}, r"^d\.dtype: "),
+        (_C.E5M2, _C.E5M2, None, {}, r"^d\.dtype: "),
+        (_C.E4M3, _C.S32, None, {}, r"^d\.dtype: "),
+        (_C.E4M3, _C.BF16, None, dict(precision=_C.PRECISION_TF32), r"^precision: "),
+        (_C.E5M2, _C.BF16, None, dict(precision=_C.PRECISION_TF32X3), r"^precision: "),
+        (_C.F16, _C.F16, None, dict(precision=_C.PRECISION_FP8_FAST_ACCUM), r"^precision: "),
+        (_C.BF16, _C.BF16, None, dict(precision=_C.PRECISION_FP8_FAST_ACCUM), r"^precision: "),
+        (_C.F32, _C.F32, None, dict(precision=_C.PRECISION_FP8_FAST_ACCUM), r"^precision: "),
+        (_C.S8, _C.S32, None, dict(precision=_C.PRECISION_FP8_FAST_ACCUM), r"^precision: "),
+        (_C.E4M3, _C.BF16, None, dict(precision=7), r"^precision: "),
+        (_C.E4M3, _C.BF16, None, dict(scale_a=SCALE_A, scale_b=SCALE_B, scale_mode=7), r"^scale_mode: "),
+        (_C.E4M3, _C.BF16, None, dict(scale_a=SCALE_A), r"^scale_a: must be null when scale_mode is none"),
+        (_C.E4M3, _C.BF16, None, dict(scale_b=SCALE_B, scale_mode=_C.SCALE_TENSOR), r"^scale_a: null pointer"),
+        (_C.E5M2, _C.F32, None, dict(scale_a=SCALE_A, scale_mode=_C.SCALE_ROWWISE), r"^scale_b: null pointer"),
+        (_C.E4M3, _C.BF16, None, dict(scale_a=SCALE_A + 2, scale_b=SCALE_B, scale_mode=_C.SCALE_ROWWISE),
+         r"^scale_a: not aligned to 4 bytes"),
+        (_C.E4M3, _C.BF16, None, dict(scale_a=SCALE_A, scale_b=FAKE + (2 << 30) + 64, scale_mode=_C.SCALE_ROWWISE),
+         r"^scale_b: overlaps d in memory"),
+    ],
+)
+def test_gemm_fp8_errors_raise_value_error_naming_the_argument(dtype, out_dtype, mutate, kwargs, pattern):
+    a, b, d = fp8_args(dtype=dtype, out_dtype=out_dtype)
+    if mutate is not None:
+        mutate(a, b, d)
+    for call in (lambda: _C.gemm(a, b, d, **kwargs), lambda: _C.gemm_workspace_size(a, b, d, **kwargs),
+                 lambda: _C.gemm_select_config(a, b, d, **kwargs)):
+        with pytest.raises(ValueError, match=pattern) as info:
+            call()
+        assert str(info.value) == _C.last_error()
 
 
 def test_gemm_select_config_names_a_config_or_reports_no_device():
@@ -365,3 +458,9 @@ def test_valid_arguments_without_a_device_raise_runtime_error():
         _C.gemm(*int8_args())
     with pytest.raises(RuntimeError, match=r"CUDA|device"):
         _C.gemm(*int8_args(out_dtype=_C.BF16), scale_a=SCALE_A, scale_b=SCALE_B, scale_mode=_C.SCALE_ROWWISE)
+    for dtype in FP8:
+        with pytest.raises(RuntimeError, match=r"CUDA|device"):
+            _C.gemm(*fp8_args(dtype=dtype))
+        with pytest.raises(RuntimeError, match=r"CUDA|device"):
+            _C.gemm(*fp8_args(dtype=dtype, out_dtype=_C.F32), scale_a=SCALE_A, scale_b=SCALE_B,
+                    scale_mode=_C.SCALE_TENSOR, precision=_C.PRECISION_FP8_FAST_ACCUM)

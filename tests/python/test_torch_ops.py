@@ -105,10 +105,10 @@ def test_matmul_int8_argument_errors_without_a_gpu():
         (dict(a=a, b=b, scale_a=sa, scale_b=sb, out=torch.empty(64, 48, device="meta", dtype=torch.int32)), ValueError,
          r"out\.dtype: int8 operands dequantised"),
         (dict(a=a, b=b, scale_a=sa), ValueError,
-         r"scale_b: missing; int8 dequantisation takes scale_a and scale_b together"),
+         r"scale_b: missing; dequantisation takes scale_a and scale_b together"),
         (dict(a=a, b=b, scale_b=sb), ValueError, r"scale_a: missing"),
         (dict(a=h.t(), b=h, scale_a=sa, scale_b=sb), ValueError,
-         r"scale_a, scale_b: dequantise int8 operands; a and b are torch\.float16"),
+         r"scale_a, scale_b: dequantise int8 or fp8 operands; a and b are torch\.float16"),
         (dict(a=a, b=b, scale_a=0.5, scale_b=sb), TypeError,
          r"scale_a: must be a float32 CUDA tensor \(or None\), got float"),
         (dict(a=a, b=b, scale_a=sa, scale_b=[1.0]), TypeError, r"scale_b: must be a float32 CUDA tensor"),
@@ -133,6 +133,108 @@ def test_matmul_int8_argument_errors_without_a_gpu():
         torch.ops.tessera.matmul(a, b, None, 1.0, 0.0, torch.float32)
     with pytest.raises(ValueError, match=r"out\.dtype: int8 operands without scales"):
         torch.ops.tessera.matmul_out(a, b, None, 1.0, 0.0, torch.empty(64, 48, device="meta"))
+
+
+FP8_DTYPES = [torch.float8_e4m3fn, torch.float8_e5m2]
+FAST_ACCUM = tessera._C.PRECISION_FP8_FAST_ACCUM
+
+
+@pytest.mark.parametrize("fp8", FP8_DTYPES)
+def test_matmul_fp8_fake_dtypes_on_meta_tensors(fp8):
+    """fp8 operands: bfloat16 by default, out_dtype float16 / float32 allowed, with or without scales, at
+    either precision; through the op (fake) and tessera.matmul alike, batched and transposed."""
+    a = torch.empty(3, 64, 32, device="meta", dtype=fp8)
+    b = torch.empty(48, 32, device="meta", dtype=fp8).t()
+    d = torch.ops.tessera.matmul(a, b, None, 1.0, 0.0, None)
+    assert d.shape == (3, 64, 48) and d.dtype == torch.bfloat16 and d.device.type == "meta"
+    d = torch.ops.tessera.matmul(a, b, None, 1.0, 0.0, torch.float32, None, 0, 0, FAST_ACCUM)
+    assert d.shape == (3, 64, 48) and d.dtype == torch.float32
+    assert tessera.matmul(a[0], b).dtype == torch.bfloat16
+    assert tessera.matmul(a, b, precision="fast_accum").dtype == torch.bfloat16
+    st = torch.empty(1, device="meta", dtype=torch.float32)
+    sa, sb = torch.empty(64, 1, device="meta"), torch.empty(1, 48, device="meta")
+    for scales in [(None, None), (st, st), (st.view(()), st.view(1, 1)), (sa, sb), (sa.view(64), sb.view(48)),
+                   (st, sb)]:
+        d = torch.ops.tessera.matmul(a, b, None, 1.0, 0.0, None, None, 0, 0, 0, *scales)
+        assert d.shape == (3, 64, 48) and d.dtype == torch.bfloat16
+        for out_dtype in (torch.float16, torch.float32, torch.bfloat16):
+            for precision in (None, "fast_accum"):
+                d = tessera.matmul(a, b, scale_a=scales[0], scale_b=scales[1], out_dtype=out_dtype, activation="relu",
+                                   bias=torch.empty(48, device="meta", dtype=out_dtype), precision=precision)
+                assert d.shape == (3, 64, 48) and d.dtype == out_dtype
+    for dtype in (torch.float16, torch.float32, torch.bfloat16):
+        out = torch.empty(3, 64, 48, device="meta", dtype=dtype)
+        assert tessera.matmul(a, b, out=out) is out
+        assert tessera.matmul(a, b, scale_a=sa, scale_b=sb, out=out, precision="fast_accum") is out
+        assert tessera.matmul(a, b, out=out, out_dtype=dtype) is out
+
+
+def test_matmul_fp8_argument_errors_without_a_gpu():
+    """The fp8 rules tessera checks in Python (meta tensors: no CUDA needed), each naming its argument."""
+    e4, e5 = torch.float8_e4m3fn, torch.float8_e5m2
+    a = torch.empty(64, 32, device="meta", dtype=e4)
+    b = torch.empty(32, 48, device="meta", dtype=e4)
+    sa, sb = torch.empty(64, 1, device="meta"), torch.empty(1, 48, device="meta")
+
+    def like(t, dtype):
+        return torch.empty(t.shape, device="meta", dtype=dtype)
+
+    cases = [
+        (dict(a=a, b=like(b, e5)), ValueError,
+         r"b\.dtype: must equal a\.dtype \(torch\.float8_e4m3fn\), got torch\.float8_e5m2 \(fp8 operands: both"),
+        (dict(a=like(a, e5), b=b), ValueError, r"b\.dtype: must equal a\.dtype \(torch\.float8_e5m2\), got "
+                                               r"torch\.float8_e4m3fn"),
+        (dict(a=a, b=like(b, torch.float16)), ValueError, r"b\.dtype: must equal a\.dtype \(torch\.float8_e4m3fn\)"),
+        (dict(a=like(a, torch.bfloat16), b=b), ValueError,
+         r"b\.dtype: must equal a\.dtype \(torch\.bfloat16\), got torch\.float8_e4m3fn"),
+        (dict(a=like(a, torch.int8), b=b), ValueError, r"b\.dtype: must equal a\.dtype \(torch\.int8\)"),
+        (dict(a=a, b=b, out_dtype=e4), ValueError,
+         r"out_dtype: fp8 operands give bfloat16 \(the default\), float16 or float32, got torch\.float8_e4m3fn"),
+        (dict(a=a, b=b, out_dtype=e5), ValueError, r"out_dtype: fp8 operands give .*got torch\.float8_e5m2"),
+        (dict(a=a, b=b, out_dtype=torch.int32), ValueError, r"out_dtype: fp8 operands give .*got torch\.int32"),
+        (dict(a=a, b=b, scale_a=sa, scale_b=sb, out_dtype=torch.int8), ValueError, r"out_dtype: fp8 operands give"),
+        (dict(a=a, b=b, out=torch.empty(64, 48, device="meta", dtype=e4)), ValueError,
+         r"out\.dtype: fp8 operands give .*got torch\.float8_e4m3fn"),
+        (dict(a=a, b=b, out=torch.empty(64, 48, device="meta", dtype=torch.int32)), ValueError,
+         r"out\.dtype: fp8 operands give"),
+        (dict(a=a, b=b, precision="tf32"), ValueError,
+         r"precision: 'tf32' and 'tf32x3' apply to float32 operands; a and b are torch\.float8_e4m3fn"),
+        (dict(a=like(a, e5), b=like(b, e5), precision="tf32x3"), ValueError,
+         r"precision: 'tf32' and 'tf32x3' apply to float32 operands; a and b are torch\.float8_e5m2"),
+        (dict(a=a, b=b, precision="fast"), ValueError,
+         r"precision: must be None, 'tf32', 'tf32x3' or 'fast_accum' \(got 'fast'\)"),
+        (dict(a=a, b=b, precision=True), ValueError, r"precision: must be None"),
+        (dict(a=a, b=b, scale_a=sa), ValueError,
+         r"scale_b: missing; dequantisation takes scale_a and scale_b together \(got scale_a alone\)"),
+        (dict(a=a, b=b, scale_b=sb), ValueError, r"scale_a: missing"),
+        (dict(a=a, b=b, scale_a=0.5, scale_b=sb), TypeError, r"scale_a: must be a float32 CUDA tensor"),
+        (dict(a=a, b=b, scale_a=sa.double(), scale_b=sb), ValueError, r"scale_a: must be float32, got torch\.float64"),
+        (dict(a=a, b=b, scale_a=sa, scale_b=sb.bfloat16()), ValueError, r"scale_b: must be float32"),
+        (dict(a=a, b=b, scale_a=sa.view(1, 64), scale_b=sb), ValueError,
+         r"scale_a: must have one element \(per tensor\) or shape \(64,\) or \(64, 1\) .* got shape \(1, 64\)"),
+        (dict(a=a, b=b, scale_a=sa, scale_b=sb.view(48, 1)), ValueError, r"scale_b: .*got shape \(48, 1\)"),
+    ]
+    # fast_accum is for fp8 operands only
+    for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.int8):
+        cases.append((dict(a=like(a, dtype), b=like(b, dtype), precision="fast_accum"), ValueError,
+                      r"precision: 'fast_accum' applies to fp8 operands \(torch\.float8_e4m3fn, torch\.float8_e5m2\); "
+                      r"a and b are " + str(dtype).replace(".", r"\.")))
+    for kwargs, error, pattern in cases:
+        with pytest.raises(error, match=pattern):
+            tessera.matmul(**kwargs)
+    # the ops check the same (traced and compiled calls reach them directly)
+    with pytest.raises(ValueError, match=r"out_dtype: fp8 operands give"):
+        torch.ops.tessera.matmul(a, b, None, 1.0, 0.0, e4)
+    with pytest.raises(ValueError, match=r"out\.dtype: fp8 operands give"):
+        torch.ops.tessera.matmul_out(a, b, None, 1.0, 0.0, torch.empty(64, 48, device="meta", dtype=e5))
+    with pytest.raises(ValueError, match=r"precision: 'tf32' and 'tf32x3' apply to float32 operands"):
+        torch.ops.tessera.matmul(a, b, None, 1.0, 0.0, None, None, 0, 0, tessera._C.PRECISION_TF32)
+    h = like(b, torch.float16)
+    with pytest.raises(ValueError, match=r"precision: 'fast_accum' applies to fp8 operands"):
+        torch.ops.tessera.matmul(like(a, torch.float16), h, None, 1.0, 0.0, None, None, 0, 0, FAST_ACCUM)
+    with pytest.raises(ValueError, match=r"precision: 'fast_accum' applies to fp8 operands"):
+        torch.ops.tessera.matmul_out(like(a, torch.float16), h, None, 1.0, 0.0,
+                                     torch.empty(64, 48, device="meta", dtype=torch.float16), None, 0, 0, FAST_ACCUM)
 
 
 def test_attention_fake_shapes_on_meta_tensors():
@@ -313,7 +415,7 @@ def test_matmul_bad_inputs_raise():
         tessera.matmul(a, rand(17, 8))
     with pytest.raises(ValueError, match=r"precision: tf32 and tf32x3 apply to f32 operands"):
         tessera.matmul(a, rand(16, 8), precision="tf32")
-    with pytest.raises(ValueError, match=r"precision: must be None, 'tf32' or 'tf32x3'"):
+    with pytest.raises(ValueError, match=r"precision: must be None, 'tf32', 'tf32x3' or 'fast_accum'"):
         tessera.matmul(a.float(), rand(16, 8).float(), precision="fp64")
     with pytest.raises(ValueError, match=r"b\.dtype: must equal a\.dtype"):
         tessera.matmul(a, rand(16, 8, dtype=torch.bfloat16))
@@ -810,7 +912,8 @@ def test_matmul_int8_bad_inputs_raise():
             tessera.matmul(a, b, **kwargs)
     with pytest.raises(ValueError, match=r"b\.dtype: must equal a\.dtype \(torch\.int8\), got torch\.float16"):
         tessera.matmul(a, rand(16, 8))
-    with pytest.raises(ValueError, match=r"scale_a, scale_b: dequantise int8 operands; a and b are torch\.float16"):
+    with pytest.raises(ValueError,
+                       match=r"scale_a, scale_b: dequantise int8 or fp8 operands; a and b are torch\.float16"):
         tessera.matmul(rand(32, 16), rand(16, 8), scale_a=sa, scale_b=sb)
     with pytest.raises(TypeError, match=r"scale_b: must be a float32 CUDA tensor"):
         tessera.matmul(a, b, scale_a=sa, scale_b=2.0)
@@ -872,6 +975,340 @@ def test_matmul_int8_ops_opcheck_compile_and_graphs():
         assert torch.equal(ud.long(), exact_i8(ua, ub))
         check_dequantised(q, exact.double() * sa.double() * sb.double(), torch.bfloat16)
         check_dequantised(mixed, exact.double() * sa[0, 0].double() * sb.double(), torch.bfloat16)
+
+
+# ------------------------------------------------------------------ fp8 operands (Hopper)
+
+
+def _hopper_reason():
+    if _GPU_REASON is not None:
+        return _GPU_REASON
+    major, minor = torch.cuda.get_device_capability()
+    if (major, minor) != (9, 0):
+        return f"tessera's fp8 GEMM needs sm_90 (Hopper), this GPU is sm_{major}{minor}"
+    return None
+
+
+_HOPPER_REASON = _hopper_reason()
+hopper = pytest.mark.skipif(_HOPPER_REASON is not None, reason=_HOPPER_REASON or "")
+
+
+def rand_fp8(*shape, dtype=torch.float8_e4m3fn, device="cuda"):
+    """Fresh fp8 values: standard normal samples rounded to the fp8 type."""
+    return torch.randn(*shape, device=device).to(dtype)
+
+
+def fp8_operand(shape, major, dtype):
+    """An fp8 tensor whose last two modes are row-major, column-major (a transposed view) or neither
+    (every other element: the wrapper copies it)."""
+    if major == "row":
+        return rand_fp8(*shape, dtype=dtype)
+    if major == "col":
+        return rand_fp8(*shape[:-2], shape[-1], shape[-2], dtype=dtype).transpose(-1, -2)
+    return rand_fp8(*shape[:-2], 2 * shape[-2], 2 * shape[-1], dtype=dtype)[..., ::2, ::2]
+
+
+def fp8_scales(mode, m, n):
+    """(scale_a, scale_b) of a mode: None (no scales), per tensor or row-wise (also flat, and a single
+    scale_a beside a row-wise scale_b), in [0.5, 1.5)."""
+    def r(*shape):
+        return torch.rand(*shape, device="cuda") + 0.5
+
+    return {"none": lambda: (None, None), "tensor": lambda: (r(()), r(1)), "rowwise": lambda: (r(m, 1), r(1, n)),
+            "rowwise_flat": lambda: (r(m), r(n)), "mixed": lambda: (r(1, 1), r(n))}[mode]()
+
+
+def fp8_reference(a, b, scale_a=None, scale_b=None):
+    """(ref, absref) in fp64: the scaled sums and the scaled sums of |products|. fp8 products are exact in
+    fp64, and so are their sums at these K (e4m3's products span 2^-18..2^18, e5m2's fewer bits)."""
+    a64, b64 = a.float().double(), b.float().double()
+    ref, absref = torch.matmul(a64, b64), torch.matmul(a64.abs(), b64.abs())
+    if scale_a is not None:
+        s = scale_a.double().reshape(-1, 1) * scale_b.double().reshape(1, -1)
+        ref, absref = ref * s, absref * s.abs()
+    return ref, absref
+
+
+def fp8_acc_tol(k, fast):
+    """Accumulation error, as a fraction of the sums of |products|. Hopper's fp8 MMA keeps about 14 bits
+    of its running sum, each instruction (K = 32) rounding it by up to 2^-13 of the sums so far; tessera
+    promotes into fp32 every 128 K (4 instructions: 2^-11 at most), fast_accum only at the end (K / 32
+    instructions). Four times those here (twice for a 13-bit sum). A dropped or repeated product still
+    shows: one product is about 1 / K of the sums of |products|."""
+    return max(2.0 ** -9, math.ceil(k / 32) * 2.0 ** -11) if fast else 2.0 ** -9
+
+
+def check_fp8(out, ref, absref, dtype, acc, atol_frac=0.0):
+    """out (dtype) against ref (fp64): within two roundings of dtype (2^-7 relative for bf16, 2^-10 for
+    fp16, 2^-22 for fp32; subnormal spacing absolute), plus acc * absref for the accumulation and
+    atol_frac of the largest |ref| for fp32 cancellation where a bias or c is added."""
+    rtol = {torch.bfloat16: 2 ** -7, torch.float16: 2 ** -10, torch.float32: 2 ** -22}[dtype]
+    tiny = torch.finfo(dtype).smallest_normal * torch.finfo(dtype).eps
+    assert out.dtype == dtype and out.shape == ref.shape
+    assert torch.isfinite(out).all()
+    err = (out.double() - ref).abs()
+    bound = rtol * ref.abs() + acc * absref + atol_frac * ref.abs().max() + tiny
+    assert (err <= bound).all(), f"max excess {(err - bound).max().item()} (max err {err.max().item()})"
+
+
+def scaled_mm(a, b, scale_a, scale_b, out_dtype, fast=False):
+    """torch._scaled_mm where this torch takes the call (a row-major, b column-major, K and N multiples of
+    16, its dtypes and scale modes), else None."""
+    one = torch.ones((), device="cuda")
+    try:
+        r = torch._scaled_mm(a, b, scale_a=one if scale_a is None else scale_a,
+                             scale_b=one if scale_b is None else scale_b, out_dtype=out_dtype, use_fast_accum=fast)
+    except (RuntimeError, TypeError, ValueError, NotImplementedError):
+        return None
+    return r[0] if isinstance(r, tuple) else r  # torch < 2.4 returned (out, amax)
+
+
+FP8_MAJORS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col"), ("strided", "col"), ("row", "strided")]
+
+
+@hopper
+@pytest.mark.parametrize("fp8", FP8_DTYPES)
+@pytest.mark.parametrize("mnk", [(128, 128, 64), (64, 256, 512), (100, 128, 256), (256, 512, 4096)])
+@pytest.mark.parametrize("mode", ["none", "tensor", "rowwise"])
+@pytest.mark.parametrize("fast", [False, True])
+def test_matmul_fp8_against_scaled_mm_and_fp64(fp8, mnk, mode, fast):
+    """a row-major, b column-major (torch._scaled_mm's layout): tessera against the exact sums in fp64 and
+    against torch._scaled_mm where this torch takes the call (e5m2 x e5m2 and row-wise scales it may
+    not), in bfloat16 (the default), float16 and float32."""
+    m, n, k = mnk
+    a, b = fp8_operand((m, k), "row", fp8), fp8_operand((k, n), "col", fp8)
+    sa, sb = fp8_scales(mode, m, n)
+    ref, absref = fp8_reference(a, b, sa, sb)
+    acc = fp8_acc_tol(k, fast)
+    precision = "fast_accum" if fast else None
+    d = tessera.matmul(a, b, scale_a=sa, scale_b=sb, precision=precision)
+    check_fp8(d, ref, absref, torch.bfloat16, acc)
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        out = tessera.matmul(a, b, scale_a=sa, scale_b=sb, precision=precision, out_dtype=dtype)
+        check_fp8(out, ref, absref, dtype, acc)
+        theirs = scaled_mm(a, b, sa, sb, dtype, fast)
+        if theirs is not None:  # both within their accumulation error of the exact sums, so of each other
+            check_fp8(out, theirs.double(), absref, dtype, 2 * acc)
+
+
+@hopper
+@pytest.mark.parametrize("fp8", FP8_DTYPES)
+def test_matmul_fp8_every_small_k_on_ragged_m_and_n(fp8):
+    """K = 1..33 (every alignment of an fp8 row: 16-byte rows only at K = 16 and 32) on M and N that are
+    not multiples of 16, for each major of a and b, with and without scales."""
+    for k in range(1, 34):
+        for majors in (("row", "col"), ("row", "row"), ("col", "col"), ("col", "row")):
+            a, b = fp8_operand((19, k), majors[0], fp8), fp8_operand((k, 23), majors[1], fp8)
+            ref, absref = fp8_reference(a, b)
+            out = torch.full((19, 23), float("nan"), dtype=torch.float32, device="cuda")
+            tessera.matmul(a, b, out=out)
+            check_fp8(out, ref, absref, torch.float32, fp8_acc_tol(k, False))
+            sa, sb = fp8_scales("rowwise" if k % 2 else "tensor", 19, 23)
+            ref, absref = fp8_reference(a, b, sa, sb)
+            check_fp8(tessera.matmul(a, b, scale_a=sa, scale_b=sb), ref, absref, torch.bfloat16,
+                      fp8_acc_tol(k, False))
+
+
+@hopper
+@pytest.mark.parametrize("fp8", FP8_DTYPES)
+@pytest.mark.parametrize("mnk", [(257, 129, 77), (33, 17, 5), (1, 64, 33), (97, 131, 1000), (130, 250, 4100)])
+@pytest.mark.parametrize("majors", FP8_MAJORS)
+@pytest.mark.parametrize("mode", ["none", "rowwise_flat", "mixed"])
+def test_matmul_fp8_majors_and_ragged_shapes(fp8, mnk, majors, mode):
+    """Every major of a and b (transposed views read in place or copied K-major by the library, other
+    strides copied by the wrapper) on ragged extents, into row- and column-major outputs."""
+    m, n, k = mnk
+    a, b = fp8_operand((m, k), majors[0], fp8), fp8_operand((k, n), majors[1], fp8)
+    sa, sb = fp8_scales(mode, m, n)
+    ref, absref = fp8_reference(a, b, sa, sb)
+    acc = fp8_acc_tol(k, False)
+    check_fp8(tessera.matmul(a, b, scale_a=sa, scale_b=sb), ref, absref, torch.bfloat16, acc)
+    out = torch.full((m, n), float("nan"), dtype=torch.float32, device="cuda")
+    assert tessera.matmul(a, b, scale_a=sa, scale_b=sb, out=out) is out
+    check_fp8(out, ref, absref, torch.float32, acc)
+    out_t = torch.full((n, m), float("nan"), dtype=torch.float16, device="cuda").t()  # column-major D
+    tessera.matmul(a, b, scale_a=sa, scale_b=sb, out=out_t, alpha=-0.5)
+    check_fp8(out_t, -0.5 * ref, 0.5 * absref, torch.float16, acc)
+
+
+@hopper
+@pytest.mark.parametrize("fp8", FP8_DTYPES)
+@pytest.mark.parametrize(
+    "a_shape, b_shape",
+    [((4, 96, 64), (4, 64, 80)), ((96, 64), (3, 64, 80)), ((3, 96, 64), (64, 80)), ((1, 96, 64), (5, 64, 80)),
+     ((2, 33, 17), (2, 17, 9)), ((3, 70, 1024), (3, 1024, 40))],
+)
+def test_matmul_fp8_batched_and_broadcast(fp8, a_shape, b_shape):
+    a, b = rand_fp8(*a_shape, dtype=fp8), rand_fp8(*b_shape, dtype=fp8)
+    k = a_shape[-1]
+    ref, absref = fp8_reference(a, b)
+    check_fp8(tessera.matmul(a, b), ref, absref, torch.bfloat16, fp8_acc_tol(k, False))
+    check_fp8(tessera.matmul(a, b, precision="fast_accum", out_dtype=torch.float32), ref, absref, torch.float32,
+              fp8_acc_tol(k, True))
+    sa, sb = fp8_scales("rowwise", a_shape[-2], b_shape[-1])
+    ref, absref = fp8_reference(a, b, sa, sb)
+    check_fp8(tessera.matmul(a, b, scale_a=sa, scale_b=sb), ref, absref, torch.bfloat16, fp8_acc_tol(k, False))
+    # transposed batched views: column-major matrices, and row-major ones with a batch stride of N
+    at = rand_fp8(a_shape[-1], 4, a_shape[-2], dtype=fp8).permute(1, 2, 0)  # (4, M, K), column-major
+    bt = rand_fp8(b_shape[-2], 4, b_shape[-1], dtype=fp8).transpose(0, 1)  # (4, K, N), row-major
+    ref, absref = fp8_reference(at, bt)
+    check_fp8(tessera.matmul(at, bt), ref, absref, torch.bfloat16, fp8_acc_tol(k, False))
+
+
+@hopper
+@pytest.mark.parametrize("fp8", FP8_DTYPES)
+def test_matmul_fp8_long_k_default_and_fast_accum(fp8):
+    """K = 8192 of positive values, where every rounding of a running sum errs the same way: the default
+    (sums promoted to fp32 every 128 K) stays within 2^-9 of the exact sums (the tensor cores' own sum
+    along all of K errs by about 2^-7 here); fast_accum within its looser bound; both as
+    torch._scaled_mm where it takes the call."""
+    m, n, k = 128, 256, 8192
+    a = torch.rand(m, k, device="cuda").to(fp8)
+    b = torch.rand(n, k, device="cuda").to(fp8).t()
+    ref, absref = fp8_reference(a, b)
+    for fast in (False, True):
+        out = tessera.matmul(a, b, out_dtype=torch.float32, precision="fast_accum" if fast else None)
+        check_fp8(out, ref, absref, torch.float32, fp8_acc_tol(k, fast))
+        theirs = scaled_mm(a, b, None, None, torch.float32, fast)
+        if theirs is not None:
+            check_fp8(out, theirs.double(), absref, torch.float32, 2 * fp8_acc_tol(k, fast))
+    # the precision reaches the op path too (traced and compiled calls)
+    op = torch.ops.tessera.matmul(a, b, None, 1.0, 0.0, torch.float32, None, 0, 0, FAST_ACCUM)
+    check_fp8(op, ref, absref, torch.float32, fp8_acc_tol(k, True))
+
+
+@hopper
+@pytest.mark.parametrize("fp8", FP8_DTYPES)
+@pytest.mark.parametrize("activation", [None, "relu"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_matmul_fp8_bias_activation_and_c(fp8, activation, dtype):
+    act = torch.relu if activation == "relu" else (lambda x: x)
+    m, n, k = 300, 136, 200
+    a, b = rand_fp8(m, k, dtype=fp8), fp8_operand((k, n), "col", fp8)
+    sa, sb = fp8_scales("rowwise", m, n)
+    bias = rand(n, dtype=dtype)
+    acc = fp8_acc_tol(k, False)
+    scaled, absref = fp8_reference(a, b, sa, sb)
+    got = tessera.matmul(a, b, scale_a=sa, scale_b=sb, bias=bias, activation=activation, out_dtype=dtype)
+    check_fp8(got, act(scaled + bias.double()), absref, dtype, acc, atol_frac=2 ** -20)
+    # without scales, fast_accum, a bias of another dtype (converted to the output's)
+    plain, plain_abs = fp8_reference(a, b)
+    got = tessera.matmul(a, b, bias=bias.float(), activation=activation, out_dtype=dtype, precision="fast_accum")
+    check_fp8(got, act(plain + bias.to(dtype).double()), plain_abs, dtype, fp8_acc_tol(k, True), atol_frac=2 ** -20)
+    # batched, alpha and beta * c, one bias for every batch, into out=
+    a3 = rand_fp8(3, m, k, dtype=fp8)
+    c = rand(3, m, n, dtype=dtype)
+    s3, abs3 = fp8_reference(a3, b, sa, sb)
+    ref3 = act(0.5 * s3 - 1.25 * c.double() + bias.double())
+    out3 = torch.full((3, m, n), float("nan"), dtype=dtype, device="cuda")
+    tessera.matmul(a3, b, c=c, alpha=0.5, beta=-1.25, bias=bias, activation=activation, scale_a=sa, scale_b=sb,
+                   out=out3)
+    check_fp8(out3, ref3, 0.5 * abs3, dtype, acc, atol_frac=2 ** -20 if dtype == torch.float32 else 2 ** -9)
+
+
+@hopper
+@pytest.mark.parametrize("fp8", FP8_DTYPES)
+def test_matmul_fp8_strided_scales_and_degenerate_sizes(fp8):
+    m, n, k = 70, 50, 64
+    a, b = rand_fp8(m, k, dtype=fp8), fp8_operand((k, n), "col", fp8)
+    big_a, big_b = torch.rand(m, 3, device="cuda") + 0.5, torch.rand(2, n, device="cuda") + 0.5
+    sa, sb = big_a[:, 1:2], big_b[1]  # (M, 1) with stride 3, and (N,): made contiguous by the wrapper
+    ref, absref = fp8_reference(a, b, sa, sb)
+    check_fp8(tessera.matmul(a, b, scale_a=sa, scale_b=sb), ref, absref, torch.bfloat16, fp8_acc_tol(k, False))
+    d = tessera.matmul(rand_fp8(0, 16, dtype=fp8), rand_fp8(16, 8, dtype=fp8))
+    assert d.shape == (0, 8) and d.dtype == torch.bfloat16
+    d = tessera.matmul(rand_fp8(16, 0, dtype=fp8), rand_fp8(0, 8, dtype=fp8), out_dtype=torch.float32)
+    assert d.dtype == torch.float32 and d.shape == (16, 8) and (d == 0).all()
+    one = torch.ones(1, device="cuda")
+    d = tessera.matmul(rand_fp8(16, 0, dtype=fp8), rand_fp8(0, 8, dtype=fp8), scale_a=one, scale_b=one)
+    assert d.dtype == torch.bfloat16 and (d == 0).all()
+
+
+@hopper
+def test_matmul_fp8_bad_inputs_raise():
+    e4 = torch.float8_e4m3fn
+    a, b = rand_fp8(32, 16), rand_fp8(16, 8)
+    sa, sb = torch.ones(32, 1, device="cuda"), torch.ones(1, 8, device="cuda")
+    cases = [
+        (dict(precision="tf32"), r"precision: 'tf32' and 'tf32x3' apply to float32 operands"),
+        (dict(precision="tf32x3"), r"precision: 'tf32' and 'tf32x3' apply to float32 operands"),
+        (dict(out_dtype=e4), r"out_dtype: fp8 operands give bfloat16 \(the default\), float16 or float32"),
+        (dict(out_dtype=torch.int32), r"out_dtype: fp8 operands give"),
+        (dict(out=torch.empty(32, 8, dtype=e4, device="cuda")), r"out\.dtype: fp8 operands give"),
+        (dict(out=torch.empty(32, 8, dtype=torch.int32, device="cuda")), r"out\.dtype: fp8 operands give"),
+        (dict(scale_a=sa), r"scale_b: missing"),
+        (dict(scale_b=sb), r"scale_a: missing"),
+        (dict(scale_a=sa.cpu(), scale_b=sb), r"scale_a: must be a CUDA tensor"),
+        (dict(scale_a=sa, scale_b=sb.half()), r"scale_b: must be float32"),
+        (dict(scale_a=sa.t(), scale_b=sb), r"scale_a: must have one element .* got shape \(1, 32\)"),
+        (dict(c=rand(32, 8), beta=1.0), r"c\.dtype: must equal d\.dtype"),
+    ]
+    for kwargs, pattern in cases:
+        with pytest.raises(ValueError, match=pattern):
+            tessera.matmul(a, b, **kwargs)
+    with pytest.raises(ValueError, match=r"b\.dtype: must equal a\.dtype \(torch\.float8_e4m3fn\), got "
+                                         r"torch\.float8_e5m2"):
+        tessera.matmul(a, b.to(torch.float32).to(torch.float8_e5m2))
+    with pytest.raises(ValueError, match=r"b\.dtype: must equal a\.dtype \(torch\.float8_e4m3fn\), got torch\.float16"):
+        tessera.matmul(a, rand(16, 8))
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):  # fast_accum is for fp8 operands only
+        with pytest.raises(ValueError, match=r"precision: 'fast_accum' applies to fp8 operands"):
+            tessera.matmul(rand(32, 16, dtype=dtype), rand(16, 8, dtype=dtype), precision="fast_accum")
+    with pytest.raises(ValueError, match=r"precision: 'fast_accum' applies to fp8 operands"):
+        tessera.matmul(rand(32, 16).to(torch.int8), rand(16, 8).to(torch.int8), precision="fast_accum")
+    with pytest.raises(ValueError, match="K must agree"):
+        tessera.matmul(a, rand_fp8(17, 8))
+
+
+@hopper
+def test_matmul_fp8_ops_opcheck_and_compile():
+    e4, e5 = torch.float8_e4m3fn, torch.float8_e5m2
+    a, b = rand_fp8(64, 96, dtype=e4), fp8_operand((96, 48), "col", e4)
+    sa, sb = torch.rand(64, 1, device="cuda") + 0.5, torch.rand(1, 48, device="cuda") + 0.5
+    bias = rand(48, dtype=torch.bfloat16)
+    # test_schema compares the inputs before and after with allclose, which torch has no fp8 kernel for
+    utils = ("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
+    for args in [(a, b, None, 1.0, 0.0, None), (a, b, None, 1.0, 0.0, None, bias, 1, 0, 0, sa, sb),
+                 (a, b, None, 1.0, 0.0, torch.float32, None, 0, 0, FAST_ACCUM, sa[:1, :1], sb[:1, :1])]:
+        torch.library.opcheck(torch.ops.tessera.matmul.default, args, test_utils=utils)
+    torch.library.opcheck(torch.ops.tessera.matmul_out.default,
+                          (a, b, None, 1.0, 0.0, torch.empty(64, 48, dtype=torch.float16, device="cuda"), None, 0, 0,
+                           FAST_ACCUM, sa, sb), test_utils=utils)
+
+    torch._dynamo.reset()
+
+    def f(a, b, a5, b5, sa, sb, bias):
+        plain = tessera.matmul(a, b)
+        deq = tessera.matmul(a, b, scale_a=sa, scale_b=sb, bias=bias, activation="relu")
+        fast = tessera.matmul(a5, b5, scale_a=sa[:1], scale_b=sb[0, :1], out_dtype=torch.float32,
+                              precision="fast_accum")
+        return plain, deq * 2, fast, plain.float().sum(-1)
+
+    a5, b5 = rand_fp8(64, 96, dtype=e5), rand_fp8(96, 48, dtype=e5)
+    compiled = torch.compile(f, fullgraph=True)(a, b, a5, b5, sa, sb, bias)
+    assert [x.dtype for x in compiled] == [torch.bfloat16, torch.bfloat16, torch.float32, torch.float32]
+    acc, fast_acc = fp8_acc_tol(96, False), fp8_acc_tol(96, True)
+    ref, absref = fp8_reference(a, b)
+    check_fp8(compiled[0], ref, absref, torch.bfloat16, acc)
+    ref, absref = fp8_reference(a, b, sa, sb)
+    check_fp8(compiled[1], 2 * torch.relu(ref + bias.double()), 2 * absref, torch.bfloat16, acc, atol_frac=2 ** -20)
+    ref, absref = fp8_reference(a5, b5, sa[:1], sb[0, :1])
+    check_fp8(compiled[2], ref, absref, torch.float32, fast_acc)
+    # the same kernels either way (bitwise equal); Inductor compiles the row sum its own way
+    eager = f(a, b, a5, b5, sa, sb, bias)
+    for x, y in zip(eager[:3], compiled[:3]):
+        torch.testing.assert_close(x, y, rtol=0, atol=0)
+    torch.testing.assert_close(eager[3], compiled[3], rtol=1e-4, atol=1e-4)
+
+
+@gpu
+@pytest.mark.skipif(_HOPPER_REASON is None, reason="a Hopper GPU runs fp8 operands")
+def test_matmul_fp8_off_hopper_raises_not_implemented():
+    a, b = rand_fp8(64, 32), rand_fp8(32, 48)
+    with pytest.raises(NotImplementedError):
+        tessera.matmul(a, b)
+    with pytest.raises(NotImplementedError):
+        torch.ops.tessera.matmul(a, b, None, 1.0, 0.0, None)
 
 
 # ------------------------------------------------------------------ op checks, compile, graphs
