@@ -136,6 +136,25 @@ if [ "$mode" = all ] || [ "$mode" = sanitize ]; then
           echo "SANITIZER_FAIL $tool $cfg split-K"
       done
     done
+    for cfg in sm90_128x256x64_s4_c2_coop sm90_128x128x64_s6_coop sm90_128x64x64_s8_c1x2_coop; do
+      for tool in memcheck racecheck; do  # 8-bit operands: K-major copies (K = 72), int32 sums, scaled fp8 sums
+        echo "-- $tool $cfg int8 / e4m3"
+        compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" gemm --m 200 --n 136 --k 72 \
+          --batch 2 --dtype int8 --layout tn --config $cfg --verify --iters 1 --warmup 0 ||
+          echo "SANITIZER_FAIL $tool $cfg int8"
+        compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" gemm --m 200 --n 136 --k 128 \
+          --batch 2 --dtype int8 --layout nn --scales row --out-dtype bf16 --bias row --activation gelu --config $cfg \
+          --verify --iters 1 --warmup 0 || echo "SANITIZER_FAIL $tool $cfg int8 dequantised"
+        compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" gemm --m 200 --n 136 --k 72 \
+          --batch 2 --dtype e4m3 --layout tn --scales row --fast-accum --config $cfg --verify --iters 1 --warmup 0 ||
+          echo "SANITIZER_FAIL $tool $cfg e4m3"
+        case $cfg in sm90_128x256*) ;; *)  # promoted fp8 sums, split-K over them
+          TESSERA_GEMM_SPLITS=3 compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" gemm \
+            --m 200 --n 136 --k 1000 --dtype e5m2 --layout tn --beta 0.5 --bias col --config $cfg --verify --iters 1 \
+            --warmup 0 || echo "SANITIZER_FAIL $tool $cfg e5m2 promoted split-K";;
+        esac
+      done
+    done
     # Split-K in one round (one tile or cluster tile, 33 ranges): the parallel fold of the narrow
     # tiles (every range waits for the others and folds its share), and a wide tile's serial fold.
     for cfg in sm90_128x128x64_s6_coop sm90_64x64x64_s13_c2_coop sm90_128x64x64_s8_c1x2_coop sm90_64x256x64_s5_c2_pingpong; do
