@@ -541,7 +541,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   using Element = typename T::DElement;  // the body names only D's elements (the operands move by TMA)
   using FullBarrier = cutlass::arch::ClusterTransactionBarrier;
   using EmptyBarrier = cutlass::arch::ClusterBarrier;
-  constexpr int BM = T::BM, BN = T::BN, BK = T::BK, Stages = T::Stages;
+  constexpr int BM = T::BM, BN = T::BN, Stages = T::Stages;
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& smem = *reinterpret_cast<typename T::SharedStorage*>(smem_raw);
