@@ -5,15 +5,8 @@ between CUDA events, median of 20 after 5 warm-up, three rounds alternating the 
 one reported), plus each result's relative error against an fp64 product.
 Usage: python bench/gemm_fp32_torch.py OUT.json"""
 import json, sys, torch, tessera
+from one_call import middle
 torch.manual_seed(0)
-def t_events(fn, iters=20, warm=5):
-    for _ in range(warm): fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ts = []
-    for _ in range(iters):
-        s.record(); fn(); e.record(); e.synchronize(); ts.append(s.elapsed_time(e))
-    ts.sort(); return ts[len(ts)//2] * 1e3
 rows = []
 shapes = [(8192, 8192, 8192, "tn"), (4096, 4096, 4096, "tn"), (8192, 8192, 8192, "nn"), (4096, 14336, 4096, "tn"),
           (16384, 4096, 4096, "tn"), (1024, 4096, 4096, "tn"), (128, 4096, 4096, "tn"), (2048, 2048, 2048, "tn"),
@@ -24,18 +17,14 @@ for m, n, k, lay in shapes:
     ref = (a.double() @ b.double())
     for prec in ["tf32", "tf32x3"]:
         torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
-        tt = []; to = []
-        for r in range(3):
-            tt.append(t_events(lambda: tessera.matmul(a, b, precision=prec)))
-            to.append(t_events(lambda: torch.matmul(a, b)))
-        tt.sort(); to.sort()
+        t_tessera, t_torch = middle(lambda: tessera.matmul(a, b, precision=prec), lambda: torch.matmul(a, b))
         et = ((tessera.matmul(a, b, precision=prec).double() - ref).norm() / ref.norm()).item()
         eo = ((torch.matmul(a, b).double() - ref).norm() / ref.norm()).item()
         fl = 2.0 * m * n * k
-        row = dict(m=m, n=n, k=k, layout=lay, precision=prec, tessera_us=tt[1], torch_us=to[1], ratio=to[1] / tt[1],
-                   tessera_tflops=fl / tt[1] / 1e6, torch_tflops=fl / to[1] / 1e6, tessera_err=et, torch_err=eo)
+        row = dict(m=m, n=n, k=k, layout=lay, precision=prec, tessera_us=t_tessera, torch_us=t_torch, ratio=t_torch / t_tessera,
+                   tessera_tflops=fl / t_tessera / 1e6, torch_tflops=fl / t_torch / 1e6, tessera_err=et, torch_err=eo)
         rows.append(row)
-        print(f"{m}x{n}x{k} {lay} {prec:7s} tessera {tt[1]:9.1f} us {fl/tt[1]/1e6:7.1f} TF  torch({'tf32' if prec=='tf32' else 'fp32'}) {to[1]:9.1f} us {fl/to[1]/1e6:7.1f} TF  ratio {to[1]/tt[1]:.3f}  err {et:.2e} vs {eo:.2e}", flush=True)
+        print(f"{m}x{n}x{k} {lay} {prec:7s} tessera {t_tessera:9.1f} us {fl/t_tessera/1e6:7.1f} TF  torch({'tf32' if prec=='tf32' else 'fp32'}) {t_torch:9.1f} us {fl/t_torch/1e6:7.1f} TF  ratio {t_torch/t_tessera:.3f}  err {et:.2e} vs {eo:.2e}", flush=True)
     del a, b, ref
     torch.cuda.empty_cache()
 torch.backends.cuda.matmul.allow_tf32 = False

@@ -6,20 +6,8 @@ events, median of 20 after 5 warm-up, three rounds alternating the libraries (th
 int32 results checked for exact equality with torch._int_mm.
 Usage: python bench/gemm_int8_torch.py OUT.json"""
 import json, sys, torch, tessera
+from one_call import middle
 torch.manual_seed(0)
-def t_events(fn, iters=20, warm=5):
-    for _ in range(warm): fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ts = []
-    for _ in range(iters):
-        s.record(); fn(); e.record(); e.synchronize(); ts.append(s.elapsed_time(e))
-    ts.sort(); return ts[len(ts)//2] * 1e3
-def middle(f, g):
-    tf, tg = [], []
-    for _ in range(3):
-        tf.append(t_events(f)); tg.append(t_events(g))
-    tf.sort(); tg.sort(); return tf[1], tg[1]
 rows = []
 shapes = [(8192, 8192, 8192), (4096, 4096, 4096), (4096, 14336, 4096), (16384, 4096, 4096), (1024, 4096, 4096),
           (2048, 2048, 2048), (6144, 6144, 6144), (128, 4096, 4096), (32, 4096, 4096)]
