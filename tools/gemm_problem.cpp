@@ -13,30 +13,6 @@ namespace tessera_cli {
 using tessera::DType;
 using tessera::Op;
 
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::F32: return "f32";
-    case DType::S8: return "s8";
-    case DType::S32: return "s32";
-    case DType::E4M3: return "e4m3";
-    case DType::E5M2: return "e5m2";
-  }
-  return "?";
-}
-
-size_t dtype_bytes(DType t) {
-  switch (t) {
-    case DType::F32:
-    case DType::S32: return 4;
-    case DType::S8:
-    case DType::E4M3:
-    case DType::E5M2: return 1;
-    default: return 2;
-  }
-}
-
 bool is_fp8(DType t) { return t == DType::E4M3 || t == DType::E5M2; }
 
 const char* precision_name(tessera::Precision p) {

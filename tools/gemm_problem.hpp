@@ -13,8 +13,8 @@
 
 namespace tessera_cli {
 
-const char* dtype_name(tessera::DType t);  // "f16", "bf16", "f32", "s8", "s32", "e4m3", "e5m2"
-size_t dtype_bytes(tessera::DType t);
+using tessera::dtype_bytes;  // tessera.hpp's, as the tools' own
+using tessera::dtype_name;
 const char* bias_mode_name(tessera::BiasMode m);     // "none", "row", "col" (the --bias values)
 const char* scale_mode_name(tessera::ScaleMode m);   // "none", "tensor", "row" (the --scales values)
 const char* precision_name(tessera::Precision p);    // "default", "tf32", "tf32x3", "fp8_fast_accum"

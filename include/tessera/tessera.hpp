@@ -45,6 +45,23 @@ enum class Activation : int {
   GeluTanh = TESSERA_ACTIVATION_GELU_TANH,  // tanh approximation
   Silu = TESSERA_ACTIVATION_SILU
 };
+// "f16", "bf16", "f32", "s8", "s32", "e4m3", "e5m2" (the CLI's names); "?" for a bad value.
+inline const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+    case DType::F32: return "f32";
+    case DType::S8: return "s8";
+    case DType::S32: return "s32";
+    case DType::E4M3: return "e4m3";
+    case DType::E5M2: return "e5m2";
+  }
+  return "?";
+}
+// Bytes per element.
+inline size_t dtype_bytes(DType t) {
+  return t == DType::F32 || t == DType::S32 ? 4 : t == DType::S8 || t == DType::E4M3 || t == DType::E5M2 ? 1 : 2;
+}
 // "none", "relu", "gelu", "gelu_tanh", "silu" (the CLI's and torch's names); "?" for a bad value.
 inline const char* activation_name(Activation a) {
   switch (a) {

@@ -20,19 +20,7 @@ bool is_fp8(DType t) { return t == DType::E4M3 || t == DType::E5M2; }
 bool valid_dtype(DType t) {
   return t == DType::F16 || t == DType::BF16 || t == DType::F32 || t == DType::S8 || t == DType::S32 || is_fp8(t);
 }
-int64_t bytes_of(DType t) { return t == DType::F32 || t == DType::S32 ? 4 : t == DType::S8 || is_fp8(t) ? 1 : 2; }
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::F32: return "f32";
-    case DType::S8: return "s8";
-    case DType::S32: return "s32";
-    case DType::E4M3: return "e4m3";
-    case DType::E5M2: return "e5m2";
-  }
-  return "?";
-}
+int64_t bytes_of(DType t) { return int64_t(dtype_bytes(t)); }
 
 // Checked a*b+c on non-negative values; false on overflow.
 bool mul_add(int64_t a, int64_t b, int64_t c, int64_t* out) {

@@ -251,21 +251,6 @@ uint64_t fresh_seed() {
   return (uint64_t(rd()) << 32) ^ uint64_t(rd());
 }
 
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::F32: return "f32";
-    case DType::S8: return "s8";
-    case DType::S32: return "s32";
-    case DType::E4M3: return "e4m3";
-    case DType::E5M2: return "e5m2";
-  }
-  return "?";
-}
-size_t dtype_bytes(DType t) {
-  return t == DType::F32 || t == DType::S32 ? 4 : t == DType::S8 || t == DType::E4M3 || t == DType::E5M2 ? 1 : 2;
-}
 
 double tolerance(DType ab, DType d, tessera::Precision precision, int64_t k) {
   // fp8 operands: exact products (the oracle's sums are exact too), so D's rounding and the library's

@@ -32,8 +32,8 @@ bool device_ok(std::string* why);
 // Seed for a case: std::random_device, or TESSERA_TEST_SEED (decimal) to replay a failure.
 uint64_t fresh_seed();
 
-const char* dtype_name(tessera::DType t);
-size_t dtype_bytes(tessera::DType t);
+using tessera::dtype_bytes;  // tessera.hpp's, as the harness's own
+using tessera::dtype_name;
 
 // Tolerance on rel_err for (A/B dtype, D dtype, precision of fp32 and fp8 operands, K: fp8 fast
 // accumulation's bound grows with it); 0 for an S32 D (exact).
