@@ -15,33 +15,28 @@ struct ConfigShape;
 #include "gemm/sm80/configs.def"
 #undef TESSERA_SM80_CONFIG
 
-// Whether row `id` also compiles a tf32 variant (configs.def TESSERA_SM80_TF32): the one list that the
-// dispatch table and the heuristic's Config::tf32 read.
-constexpr bool has_tf32(int id) {
-  constexpr int rows[] = {
+// The rows configs.def also compiles for other operand types (TESSERA_SM80_TF32 / _S8, one
+// variant each): the one list that the dispatch table and the heuristic's Config flags read.
+enum RowVariant : int { kTf32Rows, kS8Rows };
+struct VariantRow {
+  int id;
+  RowVariant variant;
+};
+constexpr VariantRow kVariantRows[] = {
 #define TESSERA_SM80_CONFIG(...)
-#define TESSERA_SM80_TF32(row, reason) row,
+#define TESSERA_SM80_TF32(row, reason) {row, kTf32Rows},
+#define TESSERA_SM80_S8(row, reason) {row, kS8Rows},
 #include "gemm/sm80/configs.def"
 #undef TESSERA_SM80_TF32
-#undef TESSERA_SM80_CONFIG
-      -1};
-  for (int r : rows)
-    if (r == id) return true;
-  return false;
-}
-
-// Whether row `id` also compiles an s8 variant (configs.def TESSERA_SM80_S8).
-constexpr bool has_s8(int id) {
-  constexpr int rows[] = {
-#define TESSERA_SM80_CONFIG(...)
-#define TESSERA_SM80_S8(row, reason) row,
-#include "gemm/sm80/configs.def"
 #undef TESSERA_SM80_S8
 #undef TESSERA_SM80_CONFIG
-      -1};
-  for (int r : rows)
-    if (r == id) return true;
+};
+constexpr bool has_variant(int id, RowVariant v) {
+  for (const VariantRow& r : kVariantRows)
+    if (r.id == id && r.variant == v) return true;
   return false;
 }
+constexpr bool has_tf32(int id) { return has_variant(id, kTf32Rows); }  // fp32 operands as tf32
+constexpr bool has_s8(int id) { return has_variant(id, kS8Rows); }      // s8 operands
 
 }  // namespace tessera::gemm_impl::sm80

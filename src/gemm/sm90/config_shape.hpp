@@ -19,48 +19,32 @@ struct ConfigShape;
 #include "gemm/sm90/configs.def"
 #undef TESSERA_SM90_CONFIG
 
-// Whether row `id` also compiles a tf32 variant (configs.def TESSERA_SM90_TF32): the one list that the
-// dispatch table and the heuristic's Config::tf32 read.
-constexpr bool has_tf32(int id) {
-  constexpr int rows[] = {
+// The rows configs.def also compiles for other operand types (TESSERA_SM90_TF32 / _S8 / _FP8, one
+// variant each): the one list that the dispatch table and the heuristic's Config flags read.
+enum RowVariant : int { kTf32Rows, kS8Rows, kFp8Rows };
+struct VariantRow {
+  int id;
+  RowVariant variant;
+};
+constexpr VariantRow kVariantRows[] = {
 #define TESSERA_SM90_CONFIG(...)
-#define TESSERA_SM90_TF32(row, reason) row,
+#define TESSERA_SM90_TF32(row, reason) {row, kTf32Rows},
+#define TESSERA_SM90_S8(row, reason) {row, kS8Rows},
+#define TESSERA_SM90_FP8(row, reason) {row, kFp8Rows},
 #include "gemm/sm90/configs.def"
 #undef TESSERA_SM90_TF32
-#undef TESSERA_SM90_CONFIG
-      -1};
-  for (int r : rows)
-    if (r == id) return true;
-  return false;
-}
-
-// Whether row `id` also compiles an s8 variant (configs.def TESSERA_SM90_S8).
-constexpr bool has_s8(int id) {
-  constexpr int rows[] = {
-#define TESSERA_SM90_CONFIG(...)
-#define TESSERA_SM90_S8(row, reason) row,
-#include "gemm/sm90/configs.def"
 #undef TESSERA_SM90_S8
-#undef TESSERA_SM90_CONFIG
-      -1};
-  for (int r : rows)
-    if (r == id) return true;
-  return false;
-}
-
-// Whether row `id` also compiles fp8 variants (configs.def TESSERA_SM90_FP8).
-constexpr bool has_fp8(int id) {
-  constexpr int rows[] = {
-#define TESSERA_SM90_CONFIG(...)
-#define TESSERA_SM90_FP8(row, reason) row,
-#include "gemm/sm90/configs.def"
 #undef TESSERA_SM90_FP8
 #undef TESSERA_SM90_CONFIG
-      -1};
-  for (int r : rows)
-    if (r == id) return true;
+};
+constexpr bool has_variant(int id, RowVariant v) {
+  for (const VariantRow& r : kVariantRows)
+    if (r.id == id && r.variant == v) return true;
   return false;
 }
+constexpr bool has_tf32(int id) { return has_variant(id, kTf32Rows); }  // fp32 operands as tf32
+constexpr bool has_s8(int id) { return has_variant(id, kS8Rows); }      // s8 operands
+constexpr bool has_fp8(int id) { return has_variant(id, kFp8Rows); }    // e4m3 and e5m2 operands
 
 // Consumer warpgroups of a configuration: one per 64 rows of the tile (cooperative) or two.
 constexpr int consumer_warpgroups(int bm, bool pingpong) { return pingpong ? 2 : bm / 64; }
