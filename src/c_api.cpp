@@ -49,7 +49,9 @@ tessera_gemm_args_t to_c(const GemmArgs& a) noexcept {
                              tessera_precision_t(a.precision),
                              a.scale_a,
                              a.scale_b,
-                             tessera_scale_mode_t(a.scale_mode)};
+                             tessera_scale_mode_t(a.scale_mode),
+                             {a.scale_a_strides[0], a.scale_a_strides[1]},
+                             {a.scale_b_strides[0], a.scale_b_strides[1]}};
 }
 
 GemmArgs from_c(const tessera_gemm_args_t& a) {
@@ -72,6 +74,7 @@ GemmArgs from_c(const tessera_gemm_args_t& a) {
   r.scale_a = a.scale_a;
   r.scale_b = a.scale_b;
   r.scale_mode = ScaleMode(a.scale_mode);  // out-of-range codes are rejected by validation
+  for (int i = 0; i < 2; ++i) r.scale_a_strides[i] = a.scale_a_strides[i], r.scale_b_strides[i] = a.scale_b_strides[i];
   return r;
 }
 

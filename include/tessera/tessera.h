@@ -95,8 +95,14 @@ typedef enum tessera_precision_t {
 typedef enum tessera_scale_mode_t {
   TESSERA_SCALE_NONE = 0,    /* no scales: scale_a and scale_b must be NULL                          */
   TESSERA_SCALE_TENSOR = 1,  /* one fp32 each: *scale_a and *scale_b                                  */
-  TESSERA_SCALE_ROWWISE = 2  /* scale_a: M fp32 values, one per row of op(A) (M x 1); scale_b: N, one
+  TESSERA_SCALE_ROWWISE = 2, /* scale_a: M fp32 values, one per row of op(A) (M x 1); scale_b: N, one
                                 per column of op(B) (1 x N); contiguous                                */
+  TESSERA_SCALE_BLOCK = 3    /* fp8 operands only (DeepSeek-V3's recipe): scale_a (M x ceil(K/128)), one
+                                per row of op(A) and 128-deep block of K; scale_b (ceil(K/128) x
+                                ceil(N/128)), one per 128 x 128 block of op(B); laid out as
+                                scale_a_strides / scale_b_strides say. Each block's sums are scaled
+                                as they are promoted (always: the precision's fast accumulation
+                                does not apply), and D must be row-major.                            */
 } tessera_scale_mode_t;
 
 /* D = act(alpha * op(A) * op(B) + beta * C + bias), computed in F32 and rounded once.
@@ -145,6 +151,12 @@ typedef struct tessera_gemm_args_t {
   const float* scale_a;
   const float* scale_b;
   tessera_scale_mode_t scale_mode;
+  /* TESSERA_SCALE_BLOCK only (zeros otherwise): the block scales' element strides, {along M, along K
+   * blocks} for scale_a and {along K blocks, along N blocks} for scale_b. Each is a row- or
+   * column-major matrix (one stride of the pair 1, the other at least the extent it steps over; a
+   * mode of extent 1 takes any stride); {0, 0} = row-major and contiguous. */
+  int64_t scale_a_strides[2];
+  int64_t scale_b_strides[2];
 } tessera_gemm_args_t;
 
 /* Bytes of workspace that let every operand use the fastest path (0 if none is needed).

@@ -20,9 +20,14 @@ enum class DType : int {
   E4M3 = TESSERA_DTYPE_E4M3,  // GEMM operands: fp8 e4m3 (torch.float8_e4m3fn), Hopper
   E5M2 = TESSERA_DTYPE_E5M2   // GEMM operands: fp8 e5m2 (torch.float8_e5m2), Hopper
 };
-// Dequantisation scales of S8 operands (tessera_scale_mode_t): none, one per tensor, per row of op(A)
-// and per column of op(B).
-enum class ScaleMode : int { None = TESSERA_SCALE_NONE, Tensor = TESSERA_SCALE_TENSOR, RowWise = TESSERA_SCALE_ROWWISE };
+// Dequantisation scales of S8 and fp8 operands (tessera_scale_mode_t): none, one per tensor, per row of
+// op(A) and per column of op(B), or (fp8) per 1 x 128 block of op(A) and 128 x 128 block of op(B).
+enum class ScaleMode : int {
+  None = TESSERA_SCALE_NONE,
+  Tensor = TESSERA_SCALE_TENSOR,
+  RowWise = TESSERA_SCALE_ROWWISE,
+  Block = TESSERA_SCALE_BLOCK
+};
 // F32 operands: TF32 (Default) or 3xTF32 (~fp32 accuracy, 3x the tensor-core work); tessera_precision_t.
 // fp8 operands: Default (sums promoted to fp32 every 128 K) or Fp8FastAccum (the tensor cores' own).
 enum class Precision : int {
@@ -141,9 +146,14 @@ struct GemmArgs {
   // bias, activation or scales); D F16 / BF16 / F32 gets alpha * scale_a * scale_b * sums (+ beta C
   // + bias, then the activation), with fp32 scales per tensor (one value each) or row-wise (M values
   // for the rows of op(A), N for the columns of op(B)), shared by every batch.
+  // fp8 operands may also take block scales (ScaleMode::Block, tessera_scale_mode_t): scale_a
+  // M x ceil(K/128), scale_b ceil(K/128) x ceil(N/128), at the element strides below ({0, 0}: row-major
+  // and contiguous); D row-major.
   const float* scale_a = nullptr;
   const float* scale_b = nullptr;
   ScaleMode scale_mode = ScaleMode::None;
+  int64_t scale_a_strides[2] = {0, 0};  // {along M, along K blocks}
+  int64_t scale_b_strides[2] = {0, 0};  // {along K blocks, along N blocks}
 };
 
 // D = act(alpha * op(A) * op(B) + beta * C + bias) on `stream` (a cudaStream_t; nullptr = default

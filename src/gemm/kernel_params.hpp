@@ -75,6 +75,18 @@ struct GemmParams {
   const float* scale_m = nullptr;
   const float* scale_n = nullptr;
   int scale_step = 0;
+  // fp8 block scales (ScaleMode::Block; never the swapped orientation): each 128-deep K block's sums
+  // scaled as they are promoted, by row[m * row_stride_m + kb * row_stride_k] (one per row and block)
+  // times col[kb * col_stride_k + (n / 128) * col_stride_n] (one per 128 x 128 block of B^T); the
+  // epilogue scales nothing more (scale_m null). row null: none.
+  struct BlockScales {
+    const float* row = nullptr;
+    const float* col = nullptr;
+    int64_t row_stride_m = 0, row_stride_k = 0, col_stride_k = 0, col_stride_n = 0;
+  } block;
 };
+
+// K per block-scale block, and per fp8 k-tile of the sm90 rows that apply them.
+constexpr int kScaleBlockK = 128;
 
 }  // namespace tessera::gemm_impl

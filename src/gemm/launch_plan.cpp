@@ -85,7 +85,7 @@ Status choose(const ConfigChoice& req, const GemmPlan& plan, const detail::Devic
     if ((in.f32 && !c->tf32) || (in.f32x3 && !c->tf32x3) || (in.s8 && !c->s8) || (in.fp8 && !c->fp8) ||
         (in.fp8_promote && !c->fp8_promote)) {
       const char* what = in.s8           ? "s8 operands"
-                         : in.fp8_promote ? "fp8 operands with promoted sums (precision default)"
+                         : in.fp8_promote ? "fp8 operands with promoted sums (precision default, or block scales)"
                          : in.fp8         ? "fp8 operands"
                          : in.f32x3       ? "f32 operands (tf32x3)"
                                           : "f32 operands (tf32)";
@@ -148,7 +148,8 @@ Status plan_sm90(const Config& cfg, const GemmPlan& plan, bool flip, const detai
   while (dc.splits > 1 && splitk_bytes(cfg, p.m, p.n, p.batch, dc.splits) > room) --dc.splits;
 
   const int cluster = cfg.cluster_m * cfg.cluster_n;
-  int clusters = sm90::prepare(cfg.id, plan.ab_dtype, plan.a.kernel_k_major(), plan.b.kernel_k_major(), dev.sm_count);
+  int clusters = sm90::prepare(cfg.id, plan.ab_dtype, plan.a.kernel_k_major(), plan.b.kernel_k_major(), dev.sm_count,
+                               p.block.row != nullptr);
   if (clusters < 0)
     return fail(TESSERA_STATUS_CUDA_ERROR, std::string(cfg.name) + ": setting up the kernel: " +
                                                cudaGetErrorString(cudaError_t(-clusters)));

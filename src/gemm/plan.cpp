@@ -1,6 +1,7 @@
 // Canonicalisation: the kernels compute a row-major D. A column-major D is computed as its
 // transpose, D^T = op(B)^T op(A)^T, which swaps the roles of A and B (and of M and N) and is
 // exact. Each operand's major then follows from its storage layout and op.
+#include <algorithm>
 #include <cstdint>
 
 #include "gemm/plan.hpp"
@@ -69,6 +70,21 @@ OperandPlan operand(const Matrix& x, Op op, bool rows_are_k, int64_t batch, bool
 
 }  // namespace
 
+BlockScaleLayout block_scale_layout(int64_t rows, int64_t cols, const int64_t (&strides)[2]) {
+  BlockScaleLayout l;
+  if (strides[0] == 0 && strides[1] == 0) return {true, true, std::max<int64_t>(1, cols)};
+  // Row-major: unit steps along a row (or a single column), rows ld >= cols apart (or a single row).
+  if (strides[1] == 1 || cols <= 1) {
+    const int64_t ld = rows > 1 ? strides[0] : std::max<int64_t>(1, cols);
+    if (ld >= std::max<int64_t>(1, cols)) return {true, true, ld};
+  }
+  if (strides[0] == 1 || rows <= 1) {
+    const int64_t ld = cols > 1 ? strides[1] : std::max<int64_t>(1, rows);
+    if (ld >= std::max<int64_t>(1, rows)) return {true, false, ld};
+  }
+  return l;
+}
+
 GemmPlan make_plan(const GemmArgs& args, bool flip) {
   GemmPlan plan;
   const int64_t batch = args.d.batch_count;
@@ -84,7 +100,9 @@ GemmPlan make_plan(const GemmArgs& args, bool flip) {
   if (plan.swapped) std::swap(a, b);
   if (split3) a.split = kSplitA, b.split = kSplitB;  // by canonical role: the three products pair up
   plan.kernel_k = split3 ? 3 * a.padded_k : a.k;
-  plan.promote = split3 || (is_fp8(plan.ab_dtype) && args.precision != Precision::Fp8FastAccum);
+  // Block scales apply per 128-deep K block as the sums are promoted, whatever the precision.
+  const bool block = args.scale_mode == ScaleMode::Block;
+  plan.promote = split3 || (is_fp8(plan.ab_dtype) && (args.precision != Precision::Fp8FastAccum || block));
   plan.a = a;
   plan.b = b;
   plan.splitk_bytes = plan.empty ? 0 : splitk_workspace_bound(a.rows, b.rows, a.k, batch);
@@ -145,7 +163,18 @@ GemmPlan make_plan(const GemmArgs& args, bool flip) {
                  e.batch_stride_bias % per16 == 0;
   }
   e.activation = int(args.activation);
-  if (args.scale_mode != ScaleMode::None) {  // the caller's scale_a follows op(A)'s rows through the swap
+  if (block) {  // validate keeps D row-major and flip_ok keeps fp8 unflipped: never swapped
+    const int64_t kb = (a.k + kScaleBlockK - 1) / kScaleBlockK, nb = (b.rows + kScaleBlockK - 1) / kScaleBlockK;
+    const BlockScaleLayout la = block_scale_layout(a.rows, kb, args.scale_a_strides);
+    const BlockScaleLayout lb = block_scale_layout(kb, nb, args.scale_b_strides);
+    GemmParams::BlockScales& s = p.block;
+    s.row = args.scale_a;
+    s.col = args.scale_b;
+    s.row_stride_m = la.row_major ? la.ld : 1;
+    s.row_stride_k = la.row_major ? 1 : la.ld;
+    s.col_stride_k = lb.row_major ? lb.ld : 1;
+    s.col_stride_n = lb.row_major ? 1 : lb.ld;
+  } else if (args.scale_mode != ScaleMode::None) {  // the caller's scale_a follows op(A)'s rows through the swap
     p.scale_m = plan.swapped ? args.scale_b : args.scale_a;
     p.scale_n = plan.swapped ? args.scale_a : args.scale_b;
     p.scale_step = args.scale_mode == ScaleMode::RowWise ? 1 : 0;

@@ -73,6 +73,15 @@ struct GemmPlan {
   size_t splitk_bytes = 0;     // upper bound of the split-K area (partial tiles + counters), after the pads
 };
 
+// A block-scale matrix (rows x cols at element strides {along rows, along cols}) as a row- or
+// column-major matrix with a leading dimension; {0, 0}: row-major, contiguous. A mode of extent 1
+// takes any stride. !ok when it is neither.
+struct BlockScaleLayout {
+  bool ok = false, row_major = true;
+  int64_t ld = 1;
+};
+BlockScaleLayout block_scale_layout(int64_t rows, int64_t cols, const int64_t (&strides)[2]);
+
 // Precondition: validate(args) succeeded; `flip` only where flip_ok (the heuristic decides, gemm/api.cpp).
 // Without `flip` the canonical D is row-major: a column-major D is computed as D^T. With it, the
 // other way round: a decode shape's weights can then be the kernel's N operand whatever D's layout

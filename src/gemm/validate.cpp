@@ -121,9 +121,21 @@ Status check_quantized_rules(const GemmArgs& args) {
                    " is an operand type; D is f16, bf16 or f32 (s32 for s8 operands' exact sums)");
   if (args.d.dtype == DType::S32 && !s8)
     return invalid(std::string("d.dtype: s32 is the output of s8 operands; a and b are ") + dtype_name(args.a.dtype));
-  if (args.scale_mode != ScaleMode::None && args.scale_mode != ScaleMode::Tensor && args.scale_mode != ScaleMode::RowWise)
-    return invalid("scale_mode: must be none (0), tensor (1) or row-wise (2) (got " + std::to_string(int(args.scale_mode)) +
-                   ")");
+  if (args.scale_mode != ScaleMode::None && args.scale_mode != ScaleMode::Tensor &&
+      args.scale_mode != ScaleMode::RowWise && args.scale_mode != ScaleMode::Block)
+    return invalid("scale_mode: must be none (0), tensor (1), row-wise (2) or block (3) (got " +
+                   std::to_string(int(args.scale_mode)) + ")");
+  if (args.scale_mode != ScaleMode::Block) {
+    if (args.scale_a_strides[0] || args.scale_a_strides[1])
+      return invalid("scale_a_strides: must be {0, 0} unless scale_mode is block");
+    if (args.scale_b_strides[0] || args.scale_b_strides[1])
+      return invalid("scale_b_strides: must be {0, 0} unless scale_mode is block");
+  } else if (!is_fp8(args.a.dtype)) {
+    return invalid(std::string("scale_mode: block scales (1 x 128 of A, 128 x 128 of B) are for fp8 operands; a and "
+                               "b are ") + dtype_name(args.a.dtype) + " (tensor or row-wise scales apply)");
+  } else if (args.d.layout != Layout::RowMajor) {
+    return invalid("d.layout: block-scaled fp8 writes a row-major D (got column-major)");
+  }
   if (args.scale_mode == ScaleMode::None) {
     if (args.scale_a) return invalid("scale_a: must be null when scale_mode is none");
     if (args.scale_b) return invalid("scale_b: must be null when scale_mode is none");
@@ -143,9 +155,45 @@ Status check_quantized_rules(const GemmArgs& args) {
   return Status::success();
 }
 
-// The scale vectors as 1 x length fp32 matrices (lengths from the scale mode).
-Status check_scales(const GemmArgs& args, int64_t m, int64_t n, int64_t batch) {
+// A block-scale matrix (rows x cols fp32 at `strides`) as a Matrix, or a message naming `strides_name`.
+Status block_scale_matrix(const char* strides_name, const float* ptr, int64_t rows, int64_t cols,
+                          const int64_t (&strides)[2], Matrix* v) {
+  const BlockScaleLayout l = block_scale_layout(rows, cols, strides);
+  if (!l.ok)
+    return invalid(std::string(strides_name) + ": {" + std::to_string(strides[0]) + ", " + std::to_string(strides[1]) +
+                   "} is not a row- or column-major " + std::to_string(rows) + " x " + std::to_string(cols) +
+                   " matrix (one stride 1, the other at least the extent it steps over; {0, 0}: row-major, "
+                   "contiguous)");
+  v->ptr = ptr;
+  v->dtype = DType::F32;
+  v->rows = rows;
+  v->cols = cols;
+  v->layout = l.row_major ? Layout::RowMajor : Layout::ColMajor;
+  v->ld = l.ld;
+  return Status::success();
+}
+
+// The scales as fp32 matrices: 1 x length vectors (lengths from the scale mode), or block scales.
+Status check_scales(const GemmArgs& args, int64_t m, int64_t n, int64_t k, int64_t batch) {
   if (args.scale_mode == ScaleMode::None) return Status::success();
+  if (args.scale_mode == ScaleMode::Block) {
+    const int64_t kb = (k + kScaleBlockK - 1) / kScaleBlockK, nb = (n + kScaleBlockK - 1) / kScaleBlockK;
+    for (auto [name, strides_name, ptr, rows, cols, strides, shape] :
+         {std::tuple<const char*, const char*, const float*, int64_t, int64_t, const int64_t(&)[2], const char*>{
+              "scale_a", "scale_a_strides", args.scale_a, m, kb, args.scale_a_strides, "M x ceil(K/128)"},
+          {"scale_b", "scale_b_strides", args.scale_b, kb, nb, args.scale_b_strides, "ceil(K/128) x ceil(N/128)"}}) {
+      Matrix v;
+      if (Status s = block_scale_matrix(strides_name, ptr, rows, cols, strides, &v); !s.ok()) return s;
+      const Extent e = extent_of(v, 1);
+      if (!e.ok) return invalid(std::string(strides_name) + ": the scales address more than 2^63 bytes");
+      if (!ptr && e.span > 0)
+        return invalid(std::string(name) + ": null pointer with scale_mode block (" + shape + " = " +
+                       std::to_string(rows) + " x " + std::to_string(cols) + " values)");
+      if (reinterpret_cast<uintptr_t>(ptr) % 4 != 0) return invalid(std::string(name) + ": not aligned to 4 bytes (fp32)");
+      if (overlaps(args.d, batch, v, 1)) return invalid(std::string(name) + ": overlaps d in memory");
+    }
+    return Status::success();
+  }
   const bool rows = args.scale_mode == ScaleMode::RowWise;
   for (auto [name, ptr, length, extent] :
        {std::tuple<const char*, const float*, int64_t, const char*>{"scale_a", args.scale_a, rows ? m : 1, "M"},
@@ -275,7 +323,7 @@ Status validate(const GemmArgs& args) {
     if (overlaps(args.d, batch, v, bias_batches)) return invalid("bias: overlaps d in memory");
   }
 
-  if (Status s = check_scales(args, m, n, batch); !s.ok()) return s;
+  if (Status s = check_scales(args, m, n, ka, batch); !s.ok()) return s;
 
   if (args.max_sms < 0)
     return invalid("max_sms: must be >= 0 (0 = every SM), got " + std::to_string(args.max_sms));

@@ -118,6 +118,7 @@ __device__ __forceinline__ float load_f(const __nv_fp8_e5m2* p) { return float(*
 template <class T>
 __global__ void __launch_bounds__(kThreads) simt_kernel(GemmParams p, bool a_k_major, bool b_k_major) {
   using Acc = std::conditional_t<std::is_same_v<T, int8_t>, int, float>;
+  constexpr bool kFp8 = sizeof(T) == 1 && !std::is_same_v<T, int8_t>;
   __shared__ Acc sA[kTileK][kTile + 1];
   __shared__ Acc sB[kTileK][kTile + 1];
   const int l = blockIdx.z;
@@ -135,8 +136,14 @@ __global__ void __launch_bounds__(kThreads) simt_kernel(GemmParams p, bool a_k_m
       const int ra = a_k_major ? i / kTileK : i % kTile, ka = a_k_major ? i % kTileK : i / kTile;
       const int rb = b_k_major ? i / kTileK : i % kTile, kb = b_k_major ? i % kTileK : i / kTile;
       const int gm = m0 + ra, gka = k0 + ka, gn = n0 + rb, gkb = k0 + kb;
-      sA[ka][ra] = (gm < p.m && gka < p.k) ? load_f(A + gm * a_sm + gka * a_sk) : Acc(0);
-      sB[kb][rb] = (gn < p.n && gkb < p.k) ? load_f(B + gn * b_sn + gkb * b_sk) : Acc(0);
+      const bool in_a = gm < p.m && gka < p.k, in_b = gn < p.n && gkb < p.k;
+      sA[ka][ra] = in_a ? load_f(A + gm * a_sm + gka * a_sk) : Acc(0);
+      sB[kb][rb] = in_b ? load_f(B + gn * b_sn + gkb * b_sk) : Acc(0);
+      if constexpr (kFp8) {  // block scales: (a sa)(b sb) is the product the blocks scale
+        const GemmParams::BlockScales& s = p.block;
+        if (s.row && in_a) sA[ka][ra] *= s.row[gm * s.row_stride_m + (gka / kScaleBlockK) * s.row_stride_k];
+        if (s.row && in_b) sB[kb][rb] *= s.col[(gkb / kScaleBlockK) * s.col_stride_k + (gn / kScaleBlockK) * s.col_stride_n];
+      }
     }
     __syncthreads();
 #pragma unroll

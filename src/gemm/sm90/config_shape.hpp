@@ -19,9 +19,9 @@ struct ConfigShape;
 #include "gemm/sm90/configs.def"
 #undef TESSERA_SM90_CONFIG
 
-// The rows configs.def also compiles for other operand types (TESSERA_SM90_TF32 / _S8 / _FP8, one
-// variant each): the one list that the dispatch table and the heuristic's Config flags read.
-enum RowVariant : int { kTf32Rows, kS8Rows, kFp8Rows };
+// The rows configs.def also compiles for other operand types (TESSERA_SM90_TF32 / _S8 / _FP8 /
+// _FP8_BLOCK, one variant each): the one list that the dispatch table and the heuristic's Config flags read.
+enum RowVariant : int { kTf32Rows, kS8Rows, kFp8Rows, kFp8BlockRows };
 struct VariantRow {
   int id;
   RowVariant variant;
@@ -31,10 +31,12 @@ constexpr VariantRow kVariantRows[] = {
 #define TESSERA_SM90_TF32(row, reason) {row, kTf32Rows},
 #define TESSERA_SM90_S8(row, reason) {row, kS8Rows},
 #define TESSERA_SM90_FP8(row, reason) {row, kFp8Rows},
+#define TESSERA_SM90_FP8_BLOCK(row, reason) {row, kFp8BlockRows},
 #include "gemm/sm90/configs.def"
 #undef TESSERA_SM90_TF32
 #undef TESSERA_SM90_S8
 #undef TESSERA_SM90_FP8
+#undef TESSERA_SM90_FP8_BLOCK
 #undef TESSERA_SM90_CONFIG
 };
 constexpr bool has_variant(int id, RowVariant v) {
@@ -45,6 +47,7 @@ constexpr bool has_variant(int id, RowVariant v) {
 constexpr bool has_tf32(int id) { return has_variant(id, kTf32Rows); }  // fp32 operands as tf32
 constexpr bool has_s8(int id) { return has_variant(id, kS8Rows); }      // s8 operands
 constexpr bool has_fp8(int id) { return has_variant(id, kFp8Rows); }    // e4m3 and e5m2 operands
+constexpr bool has_fp8_block(int id) { return has_variant(id, kFp8BlockRows); }  // ... with block scales
 
 // Consumer warpgroups of a configuration: one per 64 rows of the tile (cooperative) or two.
 constexpr int consumer_warpgroups(int bm, bool pingpong) { return pingpong ? 2 : bm / 64; }

@@ -20,6 +20,8 @@ struct Row {
   PrepareFn s8_prepare = nullptr;
   std::array<LaunchFn, 2> fp8{};  // [e4m3, e5m2] operands, both K-major (configs.def TESSERA_SM90_FP8)
   std::array<PrepareFn, 2> fp8_prepare{};
+  std::array<LaunchFn, 2> fp8_block{};  // the same with block scales (TESSERA_SM90_FP8_BLOCK)
+  std::array<PrepareFn, 2> fp8_block_prepare{};
 };
 
 template <int Cfg>
@@ -45,6 +47,14 @@ constexpr Row row() {
     r.fp8 = {&launch<Cfg, kE4M3, true, true>, &launch<Cfg, kE5M2, true, true>};
     r.fp8_prepare = {&prepare<Cfg, kE4M3, true, true>, &prepare<Cfg, kE5M2, true, true>};
   }
+  // Block scales are applied as the sums are promoted: the plan sends them to the rows that promote
+  // (Config::fp8_promote), which must be the ones with these kernels.
+  static_assert(has_fp8_block(Cfg) == (has_fp8(Cfg) && consumers_have_room(S::BM, S::BN, S::Pingpong)),
+                "configs.def: TESSERA_SM90_FP8_BLOCK lists exactly the fp8 rows that promote");
+  if constexpr (has_fp8_block(Cfg)) {
+    r.fp8_block = {&launch<Cfg, kE4M3, true, true, true>, &launch<Cfg, kE5M2, true, true, true>};
+    r.fp8_block_prepare = {&prepare<Cfg, kE4M3, true, true, true>, &prepare<Cfg, kE5M2, true, true, true>};
+  }
   return r;
 }
 
@@ -64,13 +74,13 @@ int variant(int dt, bool a_k_major, bool b_k_major) { return (dt == kBF16 ? 4 : 
 
 }  // namespace
 
-int prepare(int cfg, int dt, bool a_k_major, bool b_k_major, int sm_count) {
+int prepare(int cfg, int dt, bool a_k_major, bool b_k_major, int sm_count, bool block_scales) {
   const Row* r = find(cfg);
   if (!r || sm_count <= 0) return -int(cudaErrorInvalidValue);
   if (dt == kF32) return r->tf32_prepare && a_k_major && b_k_major ? r->tf32_prepare(sm_count) : -int(cudaErrorInvalidValue);
   if (dt == kS8) return r->s8_prepare && a_k_major && b_k_major ? r->s8_prepare(sm_count) : -int(cudaErrorInvalidValue);
   if (is_fp8(dt)) {
-    const PrepareFn f = r->fp8_prepare[dt == kE5M2];
+    const PrepareFn f = (block_scales ? r->fp8_block_prepare : r->fp8_prepare)[dt == kE5M2];
     return f && a_k_major && b_k_major ? f(sm_count) : -int(cudaErrorInvalidValue);
   }
   if (dt != kF16 && dt != kBF16) return -int(cudaErrorInvalidValue);
@@ -82,7 +92,7 @@ cudaError_t run(int cfg, int dt, bool a_k_major, bool b_k_major, const GemmParam
   const Row* r = find(cfg);
   if (dt == kF32) return r->tf32(p, l, stream);  // the plan ran prepare() for it: K-major, a tf32 row
   if (dt == kS8) return r->s8(p, l, stream);      // likewise: K-major, an s8 row
-  if (is_fp8(dt)) return r->fp8[dt == kE5M2](p, l, stream);  // likewise: an fp8 row
+  if (is_fp8(dt)) return (p.block.row ? r->fp8_block : r->fp8)[dt == kE5M2](p, l, stream);  // likewise: an fp8 row
   return r->fn[variant(dt, a_k_major, b_k_major)](p, l, stream);
 }
 

@@ -69,7 +69,7 @@ CUTE_HOST_DEVICE auto operand_stride(int64_t ld, int64_t batch_stride) {
 // EpiMode (how the epilogue stores D): gemm/sm90/launch.hpp.
 
 template <int BM_, int BN_, int BK_, int Stages_, int ClusterM_, int ClusterN_, bool Pingpong_, int DT, bool AKMajor_,
-          bool BKMajor_, bool OneTile_ = false>
+          bool BKMajor_, bool OneTile_ = false, bool BlockScales_ = false>
 struct Traits {
   using Element = typename ElementOf<DT>::type;
   // configs.def counts BK in 16-bit elements: a 32-bit operand's k-tile holds half as many, so that
@@ -231,6 +231,11 @@ struct Traits {
   // K between promotions: 128 tf32 (4 k-tiles); 128 fp8 (every k-tile), where the fp8 WGMMA's own
   // accumulation keeps too few bits for longer runs.
   static constexpr int kPromoteKTiles = kFp8 ? 1 : 4;
+  // fp8 block scales (GemmParams::block), a kernel of their own so that the other fp8 kernels keep
+  // their registers: each k-tile's sums (one 128-deep scale block) are scaled as they are promoted.
+  static constexpr bool kBlockScales = BlockScales_;
+  static_assert(!kBlockScales || (kFp8 && kPromote && BK == kScaleBlockK && kScaleBlockK % BN == 0),
+                "fp8 block scales: promoted rows, a k-tile per scale block, a tile within one column block");
   static constexpr uint32_t kTxBytes = (BM + BN) * BK * sizeof(Element);  // full boxes, OOB zero-filled
 
   // Epilogue buffers per consumer warpgroup (config_shape.hpp): kEpiBuffers 16-bit 64 x 64 TMA-store
@@ -367,6 +372,30 @@ __device__ __forceinline__ TileCoord cta_tile(int ctile, int tiles_mc, int tiles
   c.n = c.n * cluster_n + (cluster_n > 1 ? rank : 0);
   return c;
 }
+
+// fp8 block scales (GemmParams::block) along one work item's k-tiles, for one consumer thread: the
+// factors of the k-tile to be promoted next (row0 / row1: the thread's two accumulator rows; col: the
+// tile's 128 columns, which one scale block of B^T covers). Each promotion loads the following
+// k-tile's into the same registers, so the loads (L1 / L2 hits: every CTA of a row or column block
+// reads the same values) have a whole k-tile to land, and no copy waits for them. Rows past M read
+// row M - 1's factors (their sums are zeros).
+struct BlockScaleWalk {
+  const float *r0, *r1, *c;
+  float row0 = 1.0f, row1 = 1.0f, col = 1.0f;  // (an item without k-tiles promotes zeros)
+
+  __device__ __forceinline__ void start(const GemmParams& g, int row, int n0, int kt_begin, int k_count) {
+    const GemmParams::BlockScales& s = g.block;
+    r0 = s.row + int64_t(min(row, g.m - 1)) * s.row_stride_m + int64_t(kt_begin) * s.row_stride_k;
+    r1 = s.row + int64_t(min(row + 8, g.m - 1)) * s.row_stride_m + int64_t(kt_begin) * s.row_stride_k;
+    c = s.col + int64_t(n0 / kScaleBlockK) * s.col_stride_n + int64_t(kt_begin) * s.col_stride_k;
+    if (k_count > 0) row0 = __ldg(r0), row1 = __ldg(r1), col = __ldg(c);
+  }
+  // After a promotion: the following k-tile's factors.
+  __device__ __forceinline__ void next(const GemmParams& g) {
+    r0 += g.block.row_stride_k, r1 += g.block.row_stride_k, c += g.block.col_stride_k;
+    row0 = __ldg(r0), row1 = __ldg(r1), col = __ldg(c);
+  }
+};
 
 // Two fp32 values rounded to a 16-bit pair, `lo` in the low half (one cvt; going through an
 // Element[2] array and a pointer cast left an 8-byte stack frame in the 128x128 kernel).
@@ -654,6 +683,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   const int epi_barrier = warp_group;
   const int tile_barrier = T::Pingpong ? epi_barrier : T::kConsumers + 1;
   const int wg_row0 = T::Pingpong ? 0 : (warp_group - 1) * 64;  // this warpgroup's first row in the tile
+  constexpr bool kBlockScales = T::kBlockScales;
 
   // A stage's WGMMAs retired: tell the producers of every CTA in the cluster (lane 0 of each warp).
   auto release = [&](int s) {
@@ -712,6 +742,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     // added into `total` with IEEE fp32 adds and restart from zero.
     [[maybe_unused]] auto total = make_fragment_like(acc);
     if constexpr (T::kPromote) clear(total);
+    // fp8 block scales: each k-tile's sums (one 128-deep scale block) enter `total` times this
+    // thread's two rows' factors (acc rows h = 0, 1) times the tile's column factor.
+    [[maybe_unused]] BlockScaleWalk bs;
+    if constexpr (kBlockScales) {
+      const TileCoord c = cta_tile(w.tile, tiles_mc, tiles_nc, cta_rank, ClusterM, ClusterN);
+      bs.start(g, c.m * BM + wg_row0 + 16 * wg_warp + lane / 4, c.n * BN, w.kt_begin, k_count);
+    }
     warpgroup_fence_operand(acc);
     int prev_stage = -1;
     for (int kt = 0; kt < k_count; ++kt) {
@@ -735,8 +772,15 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
         if (p.promote && (kt + 1) % T::kPromoteKTiles == 0 && kt + 1 < k_count) {
           warpgroup_wait<0>();
           warpgroup_fence_operand(acc);
-          CUTE_UNROLL
-          for (int i = 0; i < size(acc); ++i) total(i) += acc(i);
+          if constexpr (kBlockScales) {
+            const float s0 = bs.row0 * bs.col, s1 = bs.row1 * bs.col;
+            CUTE_UNROLL
+            for (int i = 0; i < size(acc); ++i) total(i) = fmaf(acc(i), (i & 2) ? s1 : s0, total(i));
+            bs.next(g);  // (a promotion inside the loop: another k-tile follows)
+          } else {
+            CUTE_UNROLL
+            for (int i = 0; i < size(acc); ++i) total(i) += acc(i);
+          }
           warpgroup_fence_operand(acc);
           mma.accumulate_ = GMMA::ScaleOut::Zero;
         }
@@ -751,8 +795,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     if constexpr (T::kPromote) {
       if (p.promote) {
         warpgroup_fence_operand(acc);
-        CUTE_UNROLL
-        for (int i = 0; i < size(acc); ++i) acc(i) += total(i);
+        if constexpr (kBlockScales) {
+          const float s0 = bs.row0 * bs.col, s1 = bs.row1 * bs.col;
+          CUTE_UNROLL
+          for (int i = 0; i < size(acc); ++i) acc(i) = fmaf(acc(i), (i & 2) ? s1 : s0, total(i));
+        } else {
+          CUTE_UNROLL
+          for (int i = 0; i < size(acc); ++i) acc(i) += total(i);
+        }
       }
     }
     warpgroup_fence_operand(acc);

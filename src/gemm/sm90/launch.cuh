@@ -16,10 +16,10 @@
 
 namespace tessera::gemm_impl::sm90 {
 
-template <int Cfg, int DT, bool AKMajor, bool BKMajor, bool OneTile = false>
+template <int Cfg, int DT, bool AKMajor, bool BKMajor, bool OneTile = false, bool BlockScales = false>
 using TraitsOf = Traits<ConfigShape<Cfg>::BM, ConfigShape<Cfg>::BN, ConfigShape<Cfg>::BK, ConfigShape<Cfg>::Stages,
                         ConfigShape<Cfg>::ClusterM, ConfigShape<Cfg>::ClusterN, ConfigShape<Cfg>::Pingpong, DT, AKMajor,
-                        BKMajor, OneTile>;
+                        BKMajor, OneTile, BlockScales>;
 // The row's one-tile kernel (config_shape.hpp), which runs only the TMA-store epilogue of a 16-bit D
 // of the operands' type: none for tf32 and s8 rows.
 template <int Cfg, int DT>
@@ -93,13 +93,13 @@ inline unsigned long long next_fold_epoch() {
 
 // Per device, once (a context attribute): the dynamic shared-memory limit of the row's kernels, and
 // how many of its clusters fit at once (GPCs may leave SMs a cluster cannot use).
-template <int Cfg, int DT, bool AKMajor, bool BKMajor>
+template <int Cfg, int DT, bool AKMajor, bool BKMajor, bool BlockScales>
 int prepare(int sm_count) {
-  using T = TraitsOf<Cfg, DT, AKMajor, BKMajor>;
+  using T = TraitsOf<Cfg, DT, AKMajor, BKMajor, false, BlockScales>;
   using S = ConfigShape<Cfg>;
   static_assert(T::kSmemBytes == smem_bytes_for(S::BM, S::BN, S::BK, S::Stages, S::Pingpong), "host smem formula is stale");
   constexpr bool kHasOneTile = has_one_tile<Cfg, DT>();
-  using T1 = TraitsOf<Cfg, DT, AKMajor, BKMajor, kHasOneTile>;
+  using T1 = TraitsOf<Cfg, DT, AKMajor, BKMajor, kHasOneTile, BlockScales>;
   static_assert(T1::kSmemBytes == T::kSmemBytes, "the one-tile kernel shares the general kernel's shared memory");
   static std::atomic<unsigned long long> configured{0};
   static std::atomic<int> max_clusters[64];
@@ -137,12 +137,12 @@ int prepare(int sm_count) {
 }
 
 // Carries out the plan's Launch (gemm/launch_plan.cpp decided every choice; prepare() ran).
-template <int Cfg, int DT, bool AKMajor, bool BKMajor>
+template <int Cfg, int DT, bool AKMajor, bool BKMajor, bool BlockScales>
 cudaError_t launch(const GemmParams& p, const Launch& l, cudaStream_t stream) {
-  using T = TraitsOf<Cfg, DT, AKMajor, BKMajor>;
+  using T = TraitsOf<Cfg, DT, AKMajor, BKMajor, false, BlockScales>;
   using S = ConfigShape<Cfg>;
   constexpr bool kHasOneTile = has_one_tile<Cfg, DT>();
-  using T1 = TraitsOf<Cfg, DT, AKMajor, BKMajor, kHasOneTile>;
+  using T1 = TraitsOf<Cfg, DT, AKMajor, BKMajor, kHasOneTile, BlockScales>;
   constexpr TileShape kShape{S::BM, S::BN, T::BK, S::ClusterM, S::ClusterN};  // T::BK: the dtype's k-tile
 
   cudaLaunchConfig_t cfg = {};

@@ -75,13 +75,14 @@ inline bool grid_of(const TileShape& s, long long m, long long n, long long k, l
 
 // Per device, once: raises the row's kernels' shared-memory limit and returns how many of its
 // clusters fit on the GPU at once (> 0; the persistent grid's most), or -cudaError_t on failure.
-template <int Cfg, int DT, bool AKMajor, bool BKMajor>
+template <int Cfg, int DT, bool AKMajor, bool BKMajor, bool BlockScales = false>
 int prepare(int sm_count);
-template <int Cfg, int DT, bool AKMajor, bool BKMajor>
+template <int Cfg, int DT, bool AKMajor, bool BKMajor, bool BlockScales = false>
 cudaError_t launch(const GemmParams& p, const Launch& l, cudaStream_t stream);
 
-// The same by run-time row id (an id of sm90/configs.def), A/B dtype and majors.
-int prepare(int cfg, int dt, bool a_k_major, bool b_k_major, int sm_count);
+// The same by run-time row id (an id of sm90/configs.def), A/B dtype and majors (and for fp8 operands
+// whether they carry block scales; run() reads that from GemmParams::block).
+int prepare(int cfg, int dt, bool a_k_major, bool b_k_major, int sm_count, bool block_scales = false);
 // Precondition: the plan's (K > 0, TMA-ready operands, a Launch from gemm/launch_plan.cpp).
 cudaError_t run(int cfg, int dt, bool a_k_major, bool b_k_major, const GemmParams& p, const Launch& l,
                 cudaStream_t stream);
