@@ -147,19 +147,32 @@ bool scale_vector(const View& v, int64_t len, bool column) {
   return len <= 1 || stride == 1;
 }
 
-// The dequantisation scales of s8 / fp8 operands into `g`: fp32 on `dev`, one element each (per tensor) or
-// scale_a (M,) / (M, 1) and scale_b (N,) / (1, N) (row-wise); false for anything else (one of them
-// missing, mixed modes, strided or misshapen vectors), which the general path handles or rejects.
-bool scales_of(nb::handle sa, nb::handle sb, int dev, tessera::GemmArgs* g) {
+// A rows x cols block-scale matrix that is row- or column-major (its strides go to the library as they are).
+bool scale_matrix(const View& v, int64_t rows, int64_t cols) {
+  return v.dim == 2 && v.size[0] == rows && v.size[1] == cols &&
+         (v.stride[1] == 1 || cols <= 1 || v.stride[0] == 1 || rows <= 1);
+}
+
+// The dequantisation scales of s8 / fp8 operands into `g`: fp32 on `dev`, one element each (per tensor),
+// scale_a (M,) / (M, 1) and scale_b (N,) / (1, N) (row-wise), or for fp8 scale_a (M, ceil(K/128)) and
+// scale_b (ceil(K/128), ceil(N/128)) (block); false for anything else (one of them missing, mixed modes,
+// strided or misshapen scales), which the general path handles or rejects.
+bool scales_of(nb::handle sa, nb::handle sb, int dev, bool fp8, tessera::GemmArgs* g) {
   View va, vb;
   if (sa.is_none() || sb.is_none() || !view_of(sa, &va) || !view_of(sb, &vb)) return false;
   if (va.dtype != TESSERA_DTYPE_F32 || vb.dtype != TESSERA_DTYPE_F32 || va.device != dev || vb.device != dev)
     return false;
-  if (va.numel() == 1 && vb.numel() == 1) g->scale_mode = tessera::ScaleMode::Tensor;
-  else if (scale_vector(va, g->d.rows, true) && scale_vector(vb, g->d.cols, false))
+  const int64_t kb = (g->a.cols + 127) / 128, nb = (g->d.cols + 127) / 128;
+  if (va.numel() == 1 && vb.numel() == 1) {
+    g->scale_mode = tessera::ScaleMode::Tensor;
+  } else if (scale_vector(va, g->d.rows, true) && scale_vector(vb, g->d.cols, false)) {
     g->scale_mode = tessera::ScaleMode::RowWise;
-  else
+  } else if (fp8 && scale_matrix(va, g->d.rows, kb) && scale_matrix(vb, kb, nb)) {
+    g->scale_mode = tessera::ScaleMode::Block;
+    for (int i = 0; i < 2; ++i) g->scale_a_strides[i] = va.stride[i], g->scale_b_strides[i] = vb.stride[i];
+  } else {
     return false;
+  }
   g->scale_a = reinterpret_cast<const float*>(va.ptr);
   g->scale_b = reinterpret_cast<const float*>(vb.ptr);
   return true;
@@ -234,12 +247,14 @@ int64_t matmul_tensors(nb::handle a, nb::handle b, nb::handle c, nb::handle d, f
                                  vd.dtype != TESSERA_DTYPE_F32))
       return kGeneral;
     if (precision != TESSERA_PRECISION_DEFAULT && precision != TESSERA_PRECISION_FP8_FAST_ACCUM) return kGeneral;
-    if (scaled && !scales_of(scale_a, scale_b, dev, &g)) return kGeneral;
+    if (scaled && !scales_of(scale_a, scale_b, dev, true, &g)) return kGeneral;
+    // Block scales write a row-major D: the general path computes a column-major out= through a copy.
+    if (g.scale_mode == tessera::ScaleMode::Block && g.d.layout != tessera::Layout::RowMajor) return kGeneral;
   } else if (precision == TESSERA_PRECISION_FP8_FAST_ACCUM) {
     return kGeneral;
   } else if (scaled || va.dtype == TESSERA_DTYPE_S8 || vb.dtype == TESSERA_DTYPE_S8) {
     if (va.dtype != TESSERA_DTYPE_S8 || vb.dtype != TESSERA_DTYPE_S8) return kGeneral;
-    if (scaled ? vd.dtype == TESSERA_DTYPE_S32 || !scales_of(scale_a, scale_b, dev, &g) : vd.dtype != TESSERA_DTYPE_S32)
+    if (scaled ? vd.dtype == TESSERA_DTYPE_S32 || !scales_of(scale_a, scale_b, dev, false, &g) : vd.dtype != TESSERA_DTYPE_S32)
       return kGeneral;
   }
   return launch_gemm(g, ws, ws_bytes, ws_cached, stream);

@@ -71,11 +71,14 @@ struct Epilogue {
   int activation = TESSERA_ACTIVATION_NONE;
 };
 
-// The dequantisation scales of s8 and fp8 operands: fp32 device pointers (0 = none) and a SCALE_* code.
+// The dequantisation scales of s8 and fp8 operands: fp32 device pointers (0 = none), a SCALE_* code and,
+// for SCALE_BLOCK, the scale matrices' element strides.
+using Strides = std::array<int64_t, 2>;
 struct Scales {
   uintptr_t a = 0;
   uintptr_t b = 0;
   int mode = TESSERA_SCALE_NONE;
+  Strides a_strides{}, b_strides{};
 };
 
 tessera::GemmArgs make_gemm_args(const tessera::Matrix& a, const tessera::Matrix& b, const tessera::Matrix& d,
@@ -101,6 +104,7 @@ tessera::GemmArgs make_gemm_args(const tessera::Matrix& a, const tessera::Matrix
   g.scale_a = as_ptr<const float>(scales.a);
   g.scale_b = as_ptr<const float>(scales.b);
   g.scale_mode = tessera::ScaleMode(scales.mode);  // out-of-range codes are rejected by validation
+  for (int i = 0; i < 2; ++i) g.scale_a_strides[i] = scales.a_strides[i], g.scale_b_strides[i] = scales.b_strides[i];
   return g;
 }
 
@@ -144,6 +148,7 @@ NB_MODULE(_C, m) {
   m.attr("SCALE_NONE") = int(TESSERA_SCALE_NONE);
   m.attr("SCALE_TENSOR") = int(TESSERA_SCALE_TENSOR);
   m.attr("SCALE_ROWWISE") = int(TESSERA_SCALE_ROWWISE);
+  m.attr("SCALE_BLOCK") = int(TESSERA_SCALE_BLOCK);
   m.attr("STATUS_SUCCESS") = int(TESSERA_STATUS_SUCCESS);
   m.attr("STATUS_INVALID_ARGUMENT") = int(TESSERA_STATUS_INVALID_ARGUMENT);
   m.attr("STATUS_NOT_SUPPORTED") = int(TESSERA_STATUS_NOT_SUPPORTED);
@@ -205,10 +210,11 @@ NB_MODULE(_C, m) {
       [](const tessera::Matrix& a, const tessera::Matrix& b, const tessera::Matrix& d, const tessera::Matrix* c,
          float alpha, float beta, int op_a, int op_b, uintptr_t workspace, size_t workspace_bytes, uintptr_t stream,
          const std::string& config, uintptr_t bias, int bias_mode, int64_t bias_batch_stride, int activation,
-         int max_sms, int precision, uintptr_t scale_a, uintptr_t scale_b, int scale_mode) {
+         int max_sms, int precision, uintptr_t scale_a, uintptr_t scale_b, int scale_mode, Strides scale_a_strides,
+         Strides scale_b_strides) {
         const tessera::GemmArgs g = make_gemm_args(a, b, d, c, alpha, beta, op_a, op_b, config,
                                                    Epilogue{bias, bias_mode, bias_batch_stride, activation}, max_sms,
-                                                   precision, Scales{scale_a, scale_b, scale_mode});
+                                                   precision, Scales{scale_a, scale_b, scale_mode, scale_a_strides, scale_b_strides});
         tessera::Status s;
         {
           nb::gil_scoped_release release;
@@ -221,7 +227,7 @@ NB_MODULE(_C, m) {
       "stream"_a = 0, "config"_a = "", "bias"_a = 0, "bias_mode"_a = int(TESSERA_BIAS_NONE),
       "bias_batch_stride"_a = 0, "activation"_a = int(TESSERA_ACTIVATION_NONE), "max_sms"_a = 0,
       "precision"_a = int(TESSERA_PRECISION_DEFAULT), "scale_a"_a = 0, "scale_b"_a = 0,
-      "scale_mode"_a = int(TESSERA_SCALE_NONE),
+      "scale_mode"_a = int(TESSERA_SCALE_NONE), "scale_a_strides"_a = Strides{}, "scale_b_strides"_a = Strides{},
       "D = act(alpha * op(A) * op(B) + beta * C + bias) on `stream` (a cudaStream_t as an int; 0 = default\n"
       "stream). bias: a device pointer in D's dtype (0 = none) with bias_mode BIAS_PER_COLUMN (N values) or\n"
       "BIAS_PER_ROW (M values), batch l at bias + l * bias_batch_stride; activation: an ACTIVATION_* code.\n"
@@ -231,7 +237,9 @@ NB_MODULE(_C, m) {
       "scale_a, scale_b fp32 device pointers (0 = none) and scale_mode SCALE_TENSOR (one value each) or\n"
       "SCALE_ROWWISE (M values for the rows of op(A), N for the columns of op(B)), shared by every batch.\n"
       "E4M3 / E5M2 operands (the same type; sm_90 only, NotImplementedError elsewhere): D F16/BF16/F32 takes\n"
-      "the fp32 sums, scaled as S8's (scales optional: SCALE_NONE gives the plain sums).\n"
+      "the fp32 sums, scaled as S8's (scales optional: SCALE_NONE gives the plain sums), or SCALE_BLOCK:\n"
+      "scale_a M x ceil(K/128), scale_b ceil(K/128) x ceil(N/128), at scale_a_strides / scale_b_strides\n"
+      "(elements; (0, 0) = row-major contiguous), D row-major.\n"
       "Asynchronous. Arguments are validated before anything is launched or written.");
 
   m.def(
@@ -239,11 +247,11 @@ NB_MODULE(_C, m) {
       [](const tessera::Matrix& a, const tessera::Matrix& b, const tessera::Matrix& d, const tessera::Matrix* c,
          float alpha, float beta, int op_a, int op_b, const std::string& config, uintptr_t bias, int bias_mode,
          int64_t bias_batch_stride, int activation, int precision, uintptr_t scale_a, uintptr_t scale_b,
-         int scale_mode) {
+         int scale_mode, Strides scale_a_strides, Strides scale_b_strides) {
         size_t bytes = 0;
         check(tessera::gemm_workspace_size(make_gemm_args(a, b, d, c, alpha, beta, op_a, op_b, config,
                                                           Epilogue{bias, bias_mode, bias_batch_stride, activation}, 0, precision,
-                                                          Scales{scale_a, scale_b, scale_mode}),
+                                                          Scales{scale_a, scale_b, scale_mode, scale_a_strides, scale_b_strides}),
                                            &bytes));
         return bytes;
       },
@@ -251,7 +259,7 @@ NB_MODULE(_C, m) {
       "op_a"_a = int(TESSERA_OP_N), "op_b"_a = int(TESSERA_OP_N), "config"_a = "", "bias"_a = 0,
       "bias_mode"_a = int(TESSERA_BIAS_NONE), "bias_batch_stride"_a = 0, "activation"_a = int(TESSERA_ACTIVATION_NONE),
       "precision"_a = int(TESSERA_PRECISION_DEFAULT), "scale_a"_a = 0, "scale_b"_a = 0,
-      "scale_mode"_a = int(TESSERA_SCALE_NONE),
+      "scale_mode"_a = int(TESSERA_SCALE_NONE), "scale_a_strides"_a = Strides{}, "scale_b_strides"_a = Strides{},
       "Validates the GEMM arguments and returns the workspace bytes that let every operand take the\n"
       "fastest path on the current device (0 when none is needed; without a device, a bound for any).");
 
@@ -260,11 +268,11 @@ NB_MODULE(_C, m) {
       [](const tessera::Matrix& a, const tessera::Matrix& b, const tessera::Matrix& d, const tessera::Matrix* c,
          float alpha, float beta, int op_a, int op_b, const std::string& config, uintptr_t bias, int bias_mode,
          int64_t bias_batch_stride, int activation, int precision, uintptr_t scale_a, uintptr_t scale_b,
-         int scale_mode) {
+         int scale_mode, Strides scale_a_strides, Strides scale_b_strides) {
         std::string name;
         check(tessera::gemm_select_config(make_gemm_args(a, b, d, c, alpha, beta, op_a, op_b, config,
                                                          Epilogue{bias, bias_mode, bias_batch_stride, activation}, 0, precision,
-                                                         Scales{scale_a, scale_b, scale_mode}),
+                                                         Scales{scale_a, scale_b, scale_mode, scale_a_strides, scale_b_strides}),
                                           &name));
         return name;
       },
@@ -272,7 +280,7 @@ NB_MODULE(_C, m) {
       "op_a"_a = int(TESSERA_OP_N), "op_b"_a = int(TESSERA_OP_N), "config"_a = "", "bias"_a = 0,
       "bias_mode"_a = int(TESSERA_BIAS_NONE), "bias_batch_stride"_a = 0, "activation"_a = int(TESSERA_ACTIVATION_NONE),
       "precision"_a = int(TESSERA_PRECISION_DEFAULT), "scale_a"_a = 0, "scale_b"_a = 0,
-      "scale_mode"_a = int(TESSERA_SCALE_NONE),
+      "scale_mode"_a = int(TESSERA_SCALE_NONE), "scale_a_strides"_a = Strides{}, "scale_b_strides"_a = Strides{},
       "Name of the configuration gemm() would run on the current device.");
 
   // ---- attention forward ----

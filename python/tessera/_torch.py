@@ -226,10 +226,12 @@ def _check_scale_types(scale_a, scale_b) -> None:
             raise TypeError(f"{name}: must be a float32 CUDA tensor (or None), got {type(s).__name__}")
 
 
-def _scale_mode(scale_a, scale_b, m: int, n: int) -> int:
+def _scale_mode(scale_a, scale_b, m: int, n: int, k: int, fp8: bool) -> int:
     """The library's scale mode of int8 / fp8 dequantisation scales, checked: _C.SCALE_TENSOR for one
     element each; _C.SCALE_ROWWISE for scale_a (M,) / (M, 1) (a row of a each) and scale_b (N,) / (1, N)
-    (a column of b each), where one of them may also be a single element (broadcast)."""
+    (a column of b each), where one of them may also be a single element (broadcast); for fp8 operands
+    _C.SCALE_BLOCK for scale_a (M, ceil(K/128)) (a row and 128-deep block of K each) and scale_b
+    (ceil(K/128), ceil(N/128)) (a 128 x 128 block of b each)."""
     if scale_a is None or scale_b is None:
         given, missing = ("scale_a", "scale_b") if scale_b is None else ("scale_b", "scale_a")
         raise ValueError(f"{missing}: missing; dequantisation takes scale_a and scale_b together "
@@ -241,13 +243,20 @@ def _scale_mode(scale_a, scale_b, m: int, n: int) -> int:
     one_a, one_b = scale_a.numel() == 1, scale_b.numel() == 1
     if one_a and one_b:
         return _C.SCALE_TENSOR
-    if not one_a and tuple(scale_a.shape) not in ((m,), (m, 1)):
+    kb, nb = -(-k // 128), -(-n // 128)
+    rows_a = one_a or tuple(scale_a.shape) in ((m,), (m, 1))
+    rows_b = one_b or tuple(scale_b.shape) in ((n,), (1, n))
+    if rows_a and rows_b:
+        return _C.SCALE_ROWWISE
+    if fp8 and tuple(scale_a.shape) == (m, kb) and tuple(scale_b.shape) == (kb, nb):
+        return _C.SCALE_BLOCK
+    block = (f" or, block-wise (fp8 operands), scale_a ({m}, {kb}) with scale_b ({kb}, {nb})" if fp8 else "")
+    if not rows_a and not (fp8 and tuple(scale_a.shape) == (m, kb)):
         raise ValueError(f"scale_a: must have one element (per tensor) or shape ({m},) or ({m}, 1) (one per row "
-                         f"of a, M = {m}), got shape {tuple(scale_a.shape)}")
-    if not one_b and tuple(scale_b.shape) not in ((n,), (1, n)):
-        raise ValueError(f"scale_b: must have one element (per tensor) or shape ({n},) or (1, {n}) (one per "
-                         f"column of b, N = {n}), got shape {tuple(scale_b.shape)}")
-    return _C.SCALE_ROWWISE
+                         f"of a, M = {m}){block}, got shape {tuple(scale_a.shape)}")
+    raise ValueError(f"scale_b: must have one element (per tensor) or shape ({n},) or (1, {n}) (one per "
+                     f"column of b, N = {n}){block}, with scale_a of shape {tuple(scale_a.shape)}; got shape "
+                     f"{tuple(scale_b.shape)}")
 
 
 _FAST_ACCUM = _C.PRECISION_FP8_FAST_ACCUM
@@ -281,7 +290,7 @@ def _output_dtype(a: Tensor, b: Tensor, out_dtype: Optional[torch.dtype], scale_
             raise ValueError(f"precision: 'tf32' and 'tf32x3' apply to float32 operands; a and b are {a.dtype} "
                              "(None: sums promoted to fp32 every 128 K, or 'fast_accum')")
         if scaled:
-            _scale_mode(scale_a, scale_b, shape[-2], shape[-1])
+            _scale_mode(scale_a, scale_b, shape[-2], shape[-1], a.shape[-1], True)
         if out_dtype is None:
             return torch.bfloat16
         if out_dtype not in _DEQUANTISED:
@@ -297,7 +306,7 @@ def _output_dtype(a: Tensor, b: Tensor, out_dtype: Optional[torch.dtype], scale_
             raise ValueError(f"{what}: int8 operands without scales give the exact int32 sums (torch.int32), got "
                              f"{out_dtype}; pass scale_a and scale_b to dequantise to bfloat16, float16 or float32")
         return _INT32
-    _scale_mode(scale_a, scale_b, shape[-2], shape[-1])
+    _scale_mode(scale_a, scale_b, shape[-2], shape[-1], a.shape[-1], False)
     if out_dtype is None:
         return torch.bfloat16
     if out_dtype not in _DEQUANTISED:
@@ -306,19 +315,30 @@ def _output_dtype(a: Tensor, b: Tensor, out_dtype: Optional[torch.dtype], scale_
     return out_dtype
 
 
-def _scale_args(scale_a: Optional[Tensor], scale_b: Optional[Tensor], device: torch.device, m: int, n: int):
-    """The library's (scale_a pointer, scale_b pointer, scale mode) and the tensors they point into (to keep
-    alive): contiguous fp32 on `device`; a single element beside a vector is broadcast to M or N values;
-    (0, 0, _C.SCALE_NONE) without scales."""
+def _scale_args(scale_a: Optional[Tensor], scale_b: Optional[Tensor], device: torch.device, m: int, n: int, k: int,
+                fp8: bool):
+    """The library's scale keywords (scale_a, scale_b pointers, scale_mode, and for block scales their
+    strides) and the tensors they point into (to keep alive): fp32 on `device`; row-wise vectors
+    contiguous, a single element beside a vector broadcast to M or N values; block scales row- or
+    column-major as given, else made contiguous. SCALE_NONE without scales."""
     if scale_a is None and scale_b is None:
-        return (0, 0, _C.SCALE_NONE), ()
-    mode = _scale_mode(scale_a, scale_b, m, n)
+        return dict(scale_a=0, scale_b=0, scale_mode=_C.SCALE_NONE), ()
+    mode = _scale_mode(scale_a, scale_b, m, n, k, fp8)
     _check_device("scale_a", scale_a, device)
     _check_device("scale_b", scale_b, device)
+    kw = dict(scale_mode=mode)
     if mode == _C.SCALE_ROWWISE:
         scale_a = (scale_a.reshape(m) if scale_a.numel() == m else scale_a.reshape(1).expand(m)).contiguous()
         scale_b = (scale_b.reshape(n) if scale_b.numel() == n else scale_b.reshape(1).expand(n)).contiguous()
-    return (scale_a.data_ptr(), scale_b.data_ptr(), mode), (scale_a, scale_b)
+    elif mode == _C.SCALE_BLOCK:
+        def matrix(s):  # the library reads a row- or column-major matrix at the given strides
+            rows, cols = s.shape
+            ok = s.stride(1) == 1 or cols <= 1 or s.stride(0) == 1 or rows <= 1
+            return s if ok else s.contiguous()
+        scale_a, scale_b = matrix(scale_a), matrix(scale_b)
+        kw.update(scale_a_strides=tuple(scale_a.stride()), scale_b_strides=tuple(scale_b.stride()))
+    kw.update(scale_a=scale_a.data_ptr(), scale_b=scale_b.data_ptr())
+    return kw, (scale_a, scale_b)
 
 
 def _gemm_into(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: float, d: Tensor,
@@ -335,7 +355,7 @@ def _gemm_into(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: fl
         _check_device("c", c, device)
     if bias is not None:
         _check_device("bias", bias, device)
-    (scale_a_ptr, scale_b_ptr, scale_mode), _keep = _scale_args(scale_a, scale_b, device, d.shape[-2], d.shape[-1])
+    scales, _keep = _scale_args(scale_a, scale_b, device, d.shape[-2], d.shape[-1], a.shape[-1], a.dtype in _FP8)
     if d.numel() == 0:
         return
     bias_ptr, bias_mode = 0, _C.BIAS_NONE
@@ -355,11 +375,12 @@ def _gemm_into(a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: fl
     d_code = _gemm_dtype_code(d.dtype, "out")
     md = _matrix(d, d_code)
     target = d
-    if md is None:  # an output view with no row/column-major form: compute densely, then copy
+    # An output view with no row/column-major form, or a column-major one for block scales (which
+    # write a row-major D): compute densely, then copy.
+    if md is None or (scales["scale_mode"] == _C.SCALE_BLOCK and md.layout == _C.COL_MAJOR):
         target = torch.empty(d.shape, dtype=d.dtype, device=device)
         md = _matrix(target, d_code)
-    epilogue = dict(bias=bias_ptr, bias_mode=bias_mode, activation=activation, precision=precision,
-                    scale_a=scale_a_ptr, scale_b=scale_b_ptr, scale_mode=scale_mode)
+    epilogue = dict(bias=bias_ptr, bias_mode=bias_mode, activation=activation, precision=precision, **scales)
     with _on_device(device):
         ws_bytes = _C.gemm_workspace_size(ma, mb, md, mc, alpha, beta, **epilogue)
         ws = torch.empty(ws_bytes, dtype=torch.uint8, device=device) if ws_bytes else None
@@ -454,7 +475,11 @@ def matmul(a: Tensor, b: Tensor, *, c: Optional[Tensor] = None, alpha: float = 1
     ``NotImplementedError`` on other GPUs): returns ``act(alpha * scale_a * scale_b * (a @ b) + beta
     * c + bias)`` in out_dtype: torch.bfloat16 (the default), torch.float16 or torch.float32 (never an
     fp8 or integer dtype). The scales are optional (without them, the plain sums); given, both, as
-    for int8 above (per tensor, like ``torch._scaled_mm``'s, or row-wise). The products are summed on
+    for int8 above (per tensor, like ``torch._scaled_mm``'s, or row-wise), or block-wise (DeepSeek-V3's
+    recipe): scale_a of shape (M, ceil(K/128)), one per row of a and 128-deep block of K, and scale_b
+    of shape (ceil(K/128), ceil(N/128)), one per 128 x 128 block of b, row- or column-major as they are
+    (shared by every batch; each block's sums are scaled as they are promoted, so fast_accum does not
+    apply to them). The products are summed on
     the tensor cores and the sums promoted to fp32 every 128 elements of K (accurate at any K);
     precision="fast_accum" keeps the tensor cores' own accumulation along all of K instead (faster,
     less accurate at long K: ``torch._scaled_mm``'s ``use_fast_accum=True``). Any strides above work;
