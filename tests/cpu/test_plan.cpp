@@ -932,6 +932,68 @@ TEST(PlanFp8, ReadKMajorAndPromotedUnlessFastAccumulation) {
   EXPECT_FALSE(checked_plan(g).promote);
 }
 
+// Block scales: applied in the mainloop (GemmParams::block, never the epilogue's scale_m), at the
+// strides the caller gave ({0, 0}: row-major), promoted even with fast accumulation asked for.
+TEST(PlanFp8, BlockScalesReachTheKernelsWithTheirStrides) {
+  GemmArgs g = rr_args(300, 200, 1000);  // 8 K blocks, 2 N blocks
+  g.a = tessera::dense(P(kA), DType::E4M3, 300, 1000, Layout::RowMajor);
+  g.b = tessera::dense(P(kB), DType::E4M3, 200, 1000, Layout::RowMajor);
+  g.op_b = Op::T;
+  g.d.dtype = DType::BF16;
+  const float* sa = reinterpret_cast<const float*>(uintptr_t(0x50000000));
+  const float* sb = reinterpret_cast<const float*>(uintptr_t(0x60000000));
+  g.scale_a = sa, g.scale_b = sb;
+  g.scale_mode = tessera::ScaleMode::Block;
+  g.precision = tessera::Precision::Fp8FastAccum;
+  GemmPlan plan = checked_plan(g);
+  EXPECT_TRUE(plan.promote);
+  EXPECT_FALSE(plan.swapped);
+  EXPECT_EQ(plan.params.scale_m, nullptr);  // the epilogue scales nothing more
+  EXPECT_EQ(plan.params.block.row, sa);
+  EXPECT_EQ(plan.params.block.col, sb);
+  EXPECT_EQ(plan.params.block.row_stride_m, 8);
+  EXPECT_EQ(plan.params.block.row_stride_k, 1);
+  EXPECT_EQ(plan.params.block.col_stride_k, 2);
+  EXPECT_EQ(plan.params.block.col_stride_n, 1);
+  g.scale_a_strides[0] = 1, g.scale_a_strides[1] = 304;  // M-major, rows padded to 304
+  g.scale_b_strides[0] = 1, g.scale_b_strides[1] = 8;    // column-major
+  plan = checked_plan(g);
+  EXPECT_EQ(plan.params.block.row_stride_m, 1);
+  EXPECT_EQ(plan.params.block.row_stride_k, 304);
+  EXPECT_EQ(plan.params.block.col_stride_k, 1);
+  EXPECT_EQ(plan.params.block.col_stride_n, 8);
+  g.scale_mode = tessera::ScaleMode::RowWise;  // other modes leave the block scales unset
+  g.scale_a_strides[0] = g.scale_a_strides[1] = g.scale_b_strides[0] = g.scale_b_strides[1] = 0;
+  plan = checked_plan(g);
+  EXPECT_EQ(plan.params.block.row, nullptr);
+  EXPECT_EQ(plan.params.scale_m, sa);
+}
+
+TEST(PlanFp8, BlockScaleLayouts) {
+  using tessera::gemm_impl::block_scale_layout;
+  auto check = [](int64_t rows, int64_t cols, int64_t s0, int64_t s1, bool ok, bool row_major, int64_t ld) {
+    const int64_t strides[2] = {s0, s1};
+    const auto l = block_scale_layout(rows, cols, strides);
+    EXPECT_EQ(l.ok, ok) << rows << "x" << cols << " {" << s0 << ", " << s1 << "}";
+    if (ok && l.ok) {
+      EXPECT_EQ(l.row_major, row_major) << rows << "x" << cols << " {" << s0 << ", " << s1 << "}";
+      EXPECT_EQ(l.ld, ld) << rows << "x" << cols << " {" << s0 << ", " << s1 << "}";
+    }
+  };
+  check(4, 3, 0, 0, true, true, 3);     // the default: row-major, contiguous
+  check(4, 3, 5, 1, true, true, 5);     // row-major, padded rows
+  check(4, 3, 1, 4, true, false, 4);    // column-major
+  check(4, 3, 1, 8, true, false, 8);    // column-major, padded (cuBLASLt's rounded-up layouts)
+  check(4, 3, 2, 1, false, true, 0);    // rows overlap
+  check(4, 3, 1, 3, false, true, 0);    // columns overlap
+  check(4, 3, 3, 3, false, true, 0);    // neither major
+  check(4, 1, 1, 7, true, true, 1);     // one column: any stride along it (torch reports (1, 1) or (1, M))
+  check(4, 1, 9, 7, true, true, 9);     // ... rows 9 apart
+  check(1, 3, 7, 1, true, true, 3);     // one row
+  check(1, 1, 9, 9, true, true, 1);     // one value
+  check(4, 3, 0, 1, false, true, 0);    // a broadcast row is not a block-scale matrix
+}
+
 TEST(PlanS8, ScalesFollowTheOrientation) {
   GemmArgs g = rr_args(64, 48, 32);
   g.a.dtype = g.b.dtype = DType::S8;

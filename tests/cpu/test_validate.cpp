@@ -338,7 +338,7 @@ TEST(Validate, S8OperandsS32OutputAndScales) {
   expect_invalid(g, "scale_b: not aligned");
   g.scale_b = sb;
   g.scale_mode = ScaleMode(9);
-  expect_invalid(g, "scale_mode: must be none (0), tensor (1) or row-wise (2)");
+  expect_invalid(g, "scale_mode: must be none (0), tensor (1), row-wise (2) or block (3)");
   g.scale_mode = ScaleMode::Tensor;
   g.scale_a = reinterpret_cast<const float*>(kD);  // on D
   expect_invalid(g, "scale_a: overlaps d");
@@ -404,6 +404,66 @@ TEST(Validate, Fp8OperandsScalesAndPrecision) {
   expect_invalid(g, "precision: fp8 fast accumulation applies to e4m3 / e5m2 operands");
   g.precision = Precision(4);
   expect_invalid(g, "fp8 fast accumulation (3)");
+}
+
+// fp8 block scales: scale_a M x ceil(K/128), scale_b ceil(K/128) x ceil(N/128), row- or column-major at
+// the given strides ({0, 0}: row-major, contiguous); fp8 only, D row-major; strides only with this mode.
+TEST(Validate, Fp8BlockScales) {
+  GemmArgs g = valid_args();  // M = 64, N = 48, K = 32: one K block, one N block
+  g.a.dtype = g.b.dtype = DType::E4M3;
+  g.d.dtype = DType::BF16;
+  g.scale_mode = ScaleMode::Block;
+  g.scale_a = reinterpret_cast<const float*>(kScaleA);
+  g.scale_b = reinterpret_cast<const float*>(kScaleB);
+  expect_valid(g);
+  g.precision = Precision::Fp8FastAccum;  // accepted: block scales are applied as the sums are promoted
+  expect_valid(g);
+  g.precision = Precision::Default;
+  g.scale_a_strides[0] = 1, g.scale_a_strides[1] = kM;  // column-major (M-major, as cuBLASLt's)
+  expect_valid(g);
+  g.scale_a_strides[0] = 2, g.scale_a_strides[1] = 1;  // row-major, rows 2 apart: one K block fits
+  expect_valid(g);
+  g.scale_a_strides[0] = 3, g.scale_a_strides[1] = 5;  // the one K block's stride is free: still fine
+  expect_valid(g);
+  g.scale_a_strides[0] = 0;  // but not rows on top of each other
+  expect_invalid(g, "scale_a_strides: {0, 5} is not a row- or column-major 64 x 1 matrix");
+  g.a = tessera::dense(P(kA), DType::E4M3, kM, 300);  // K = 300: 3 K blocks
+  g.b = tessera::dense(P(kB), DType::E4M3, 300, 200);  // N = 200: 2 N blocks
+  g.d = tessera::dense(P(kD), DType::BF16, kM, 200);
+  g.scale_a_strides[0] = 3, g.scale_a_strides[1] = 1;
+  expect_valid(g);
+  g.scale_a_strides[0] = 2;  // rows overlap
+  expect_invalid(g, "scale_a_strides: {2, 1} is not a row- or column-major 64 x 3 matrix");
+  g.scale_a_strides[0] = 1, g.scale_a_strides[1] = 63;  // columns overlap
+  expect_invalid(g, "scale_a_strides");
+  g.scale_a_strides[0] = 0, g.scale_a_strides[1] = 0;
+  g.scale_b_strides[0] = 0, g.scale_b_strides[1] = 3;
+  expect_invalid(g, "scale_b_strides: {0, 3} is not a row- or column-major 3 x 2 matrix");
+  g.scale_b_strides[0] = 1, g.scale_b_strides[1] = 3;
+  expect_valid(g);
+  g.scale_b_strides[0] = g.scale_b_strides[1] = 0;
+  g.scale_b = nullptr;
+  expect_invalid(g, "scale_b: null pointer with scale_mode block (ceil(K/128) x ceil(N/128) = 3 x 2 values)");
+  g.scale_b = reinterpret_cast<const float*>(kScaleB + 2);
+  expect_invalid(g, "scale_b: not aligned to 4 bytes");
+  g.scale_b = reinterpret_cast<const float*>(kScaleB);
+  g.scale_a = reinterpret_cast<const float*>(kD + 64);  // inside D
+  expect_invalid(g, "scale_a: overlaps d");
+  g.scale_a = reinterpret_cast<const float*>(kScaleA);
+  g.d = tessera::dense(P(kD), DType::BF16, kM, 200, Layout::ColMajor);
+  expect_invalid(g, "d.layout: block-scaled fp8 writes a row-major D");
+  g.d = tessera::dense(P(kD), DType::BF16, kM, 200);
+  expect_valid(g);
+  g.a.dtype = g.b.dtype = DType::S8;
+  expect_invalid(g, "scale_mode: block scales (1 x 128 of A, 128 x 128 of B) are for fp8 operands; a and b are s8");
+  g.a.dtype = g.b.dtype = DType::E5M2;
+  expect_valid(g);
+  g.scale_mode = ScaleMode::RowWise;  // strides belong to block scales only
+  g.scale_a_strides[1] = 1;
+  expect_invalid(g, "scale_a_strides: must be {0, 0} unless scale_mode is block");
+  g.scale_a_strides[1] = 0;
+  g.scale_b_strides[0] = 4;
+  expect_invalid(g, "scale_b_strides: must be {0, 0} unless scale_mode is block");
 }
 
 TEST(Validate, BDtypeMustEqualADtype) {

@@ -93,6 +93,31 @@ __global__ void fp8_reference_kernel(const T* a, int64_t a_si, int64_t a_sk, int
   }
 }
 
+template <class T>
+__global__ void fp8_block_reference_kernel(const T* a, int64_t a_si, int64_t a_sk, int64_t a_bs, const T* b,
+                                           int64_t b_sj, int64_t b_sk, int64_t b_bs, const float* scale_a,
+                                           int64_t sa_sm, int64_t sa_sk, const float* scale_b, int64_t sb_sk,
+                                           int64_t sb_sn, int64_t m, int64_t n, int64_t k, int64_t total,
+                                           double* sums) {
+  constexpr int64_t kBlock = 128;  // K per block scale (tessera_scale_mode_t block)
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = idx % m, j = idx / m % n, l = idx / (m * n);
+    const T* pa = a + l * a_bs + i * a_si;
+    const T* pb = b + l * b_bs + j * b_sj;
+    const float* sa = scale_a + i * sa_sm;
+    const float* sb = scale_b + (j / kBlock) * sb_sn;
+    double s = 0;
+    for (int64_t k0 = 0, kb = 0; k0 < k; k0 += kBlock, ++kb) {
+      const int64_t k1 = k0 + kBlock < k ? k0 + kBlock : k;
+      double block = 0;
+      for (int64_t kk = k0; kk < k1; ++kk) block += double(float(pa[kk * a_sk])) * double(float(pb[kk * b_sk]));
+      s += double(sa[kb * sa_sk]) * double(sb[kb * sb_sk]) * block;
+    }
+    sums[idx] = s;
+  }
+}
+
 __global__ void guard_kernel(uint8_t* p, size_t bytes, uint32_t salt) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < bytes; i += size_t(gridDim.x) * blockDim.x)
     p[i] = guard_byte(i, salt);
@@ -189,6 +214,27 @@ cudaError_t fp8_gemm_reference(tessera::DType dtype, const void* a, int64_t a_si
     fp8_reference_kernel<<<blocks_for(total), 256, 0, stream>>>(static_cast<const __nv_fp8_e5m2*>(a), a_si, a_sk,
                                                                 a_bs, static_cast<const __nv_fp8_e5m2*>(b), b_sj,
                                                                 b_sk, b_bs, m, n, k, total, sums);
+  else
+    return cudaErrorInvalidValue;
+  return cudaGetLastError();
+}
+
+cudaError_t fp8_block_gemm_reference(tessera::DType dtype, const void* a, int64_t a_si, int64_t a_sk, int64_t a_bs,
+                                     const void* b, int64_t b_sj, int64_t b_sk, int64_t b_bs, const float* scale_a,
+                                     int64_t sa_sm, int64_t sa_sk, const float* scale_b, int64_t sb_sk, int64_t sb_sn,
+                                     int64_t m, int64_t n, int64_t k, int64_t batch, double* sums,
+                                     cudaStream_t stream) {
+  const int64_t total = m * n * batch;
+  if (total <= 0) return cudaSuccess;
+  if (k > 0 && (!scale_a || !scale_b)) return cudaErrorInvalidValue;
+  if (dtype == tessera::DType::E4M3)
+    fp8_block_reference_kernel<<<blocks_for(total), 256, 0, stream>>>(
+        static_cast<const __nv_fp8_e4m3*>(a), a_si, a_sk, a_bs, static_cast<const __nv_fp8_e4m3*>(b), b_sj, b_sk,
+        b_bs, scale_a, sa_sm, sa_sk, scale_b, sb_sk, sb_sn, m, n, k, total, sums);
+  else if (dtype == tessera::DType::E5M2)
+    fp8_block_reference_kernel<<<blocks_for(total), 256, 0, stream>>>(
+        static_cast<const __nv_fp8_e5m2*>(a), a_si, a_sk, a_bs, static_cast<const __nv_fp8_e5m2*>(b), b_sj, b_sk,
+        b_bs, scale_a, sa_sm, sa_sk, scale_b, sb_sk, sb_sn, m, n, k, total, sums);
   else
     return cudaErrorInvalidValue;
   return cudaGetLastError();

@@ -110,6 +110,19 @@ cudaError_t fp8_gemm_reference(tessera::DType dtype, const void* a, int64_t a_si
                                const void* b, int64_t b_sj, int64_t b_sk, int64_t b_bs, int64_t m, int64_t n,
                                int64_t k, int64_t batch, double* sums, cudaStream_t stream);
 
+// The block-scaled fp8 GEMM of a case (tessera_scale_mode_t block: DeepSeek-V3's recipe), operands
+// laid out as fp8_gemm_reference's: sums[(l * n + j) * m + i] = sum over the 128-deep K blocks kb of
+// scale_a[i * sa_sm + kb * sa_sk] * scale_b[kb * sb_sk + (j / 128) * sb_sn] * (the block's sum of
+// op(A)(i, k) op(B)(k, j), k in [128 kb, min(128 kb + 128, K))), in fp64: each block's sum exact (128
+// products of the tests' values), the scales fp32 read from device memory where the strides (in
+// elements, both given: no {0, 0} shorthand here) say, one rounding per block. One output per thread:
+// independent of the library's kernels and of its reading of the strides.
+cudaError_t fp8_block_gemm_reference(tessera::DType dtype, const void* a, int64_t a_si, int64_t a_sk, int64_t a_bs,
+                                     const void* b, int64_t b_sj, int64_t b_sk, int64_t b_bs, const float* scale_a,
+                                     int64_t sa_sm, int64_t sa_sk, const float* scale_b, int64_t sb_sk, int64_t sb_sn,
+                                     int64_t m, int64_t n, int64_t k, int64_t batch, double* sums,
+                                     cudaStream_t stream);
+
 // bytes[i] = guard_byte(i, salt).
 cudaError_t fill_guard(void* p, size_t bytes, uint32_t salt, cudaStream_t stream);
 

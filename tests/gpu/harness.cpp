@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <random>
@@ -121,7 +122,38 @@ tessera::GemmArgs make_args(const Case& c, const Placed& A, const Placed& B, con
     g.scale_b = scale_b;
     g.scale_mode = c.scale_mode;
   }
+  for (int i = 0; i < 2; ++i) {
+    g.scale_a_strides[i] = c.scale_a_strides[i];
+    g.scale_b_strides[i] = c.scale_b_strides[i];
+  }
   return g;
+}
+
+// K per block scale (tessera_scale_mode_t block).
+constexpr int64_t kScaleBlock = 128;
+
+// One block-scale matrix of a case: rows x cols fp32 at element strides {along rows, along cols} ({0, 0}
+// resolved to row-major and contiguous), the elements within `span` floats of the pointer.
+struct BlockScaleGeometry {
+  int64_t rows = 0, cols = 0, s0 = 0, s1 = 0, span = 0;
+};
+BlockScaleGeometry block_scale_geometry(int64_t rows, int64_t cols, const int64_t (&strides)[2]) {
+  BlockScaleGeometry g;
+  g.rows = std::max<int64_t>(rows, 0);
+  g.cols = std::max<int64_t>(cols, 0);
+  const bool packed = strides[0] == 0 && strides[1] == 0;
+  g.s0 = packed ? std::max<int64_t>(g.cols, 1) : strides[0];
+  g.s1 = packed ? 1 : strides[1];
+  // A mode of extent 1 contributes nothing, whatever its stride.
+  g.span = g.rows == 0 || g.cols == 0 ? 0 : (g.rows - 1) * g.s0 + (g.cols - 1) * g.s1 + 1;
+  return g;
+}
+BlockScaleGeometry block_scale_a_geometry(const Case& c) {
+  return block_scale_geometry(c.m, (c.k + kScaleBlock - 1) / kScaleBlock, c.scale_a_strides);
+}
+BlockScaleGeometry block_scale_b_geometry(const Case& c) {
+  return block_scale_geometry((c.k + kScaleBlock - 1) / kScaleBlock, (c.n + kScaleBlock - 1) / kScaleBlock,
+                              c.scale_b_strides);
 }
 
 // The activations as tessera defines them (tessera_activation_t), in fp64.
@@ -297,8 +329,15 @@ std::string describe(const Case& c) {
           : c.precision == tessera::Precision::Fp8FastAccum ? "fp8-fast-accum"
                                                             : "?");
   if (c.scale_mode != tessera::ScaleMode::None)
-    o << " scales=" << (c.scale_mode == tessera::ScaleMode::Tensor ? "tensor" : "row-wise")
+    o << " scales="
+      << (c.scale_mode == tessera::ScaleMode::Tensor    ? "tensor"
+          : c.scale_mode == tessera::ScaleMode::RowWise ? "row-wise"
+          : c.scale_mode == tessera::ScaleMode::Block   ? "block"
+                                                        : "?")
       << (c.scale_offset ? "+" + std::to_string(c.scale_offset) : std::string());
+  if (c.scale_a_strides[0] || c.scale_a_strides[1] || c.scale_b_strides[0] || c.scale_b_strides[1])
+    o << " scale_a_strides={" << c.scale_a_strides[0] << "," << c.scale_a_strides[1] << "} scale_b_strides={"
+      << c.scale_b_strides[0] << "," << c.scale_b_strides[1] << "}";
   return o.str();
 }
 
@@ -318,7 +357,9 @@ size_t workspace_needed(const Case& c) {
 Outcome run_case(const Case& c) {
   Outcome out;
   out.seed = fresh_seed();
-  out.tol = tolerance(c.ab, c.dt, c.precision, c.k);
+  const bool block = c.scale_mode == tessera::ScaleMode::Block;
+  // Block scales always promote the sums (tessera_scale_mode_t): the promoted bound, whatever the precision.
+  out.tol = tolerance(c.ab, c.dt, block ? tessera::Precision::Default : c.precision, c.k);
   std::string& problems = out.problems;
   auto fail_cuda = [&](const char* what, cudaError_t e) {
     problems += std::string(what) + ": " + cudaGetErrorString(e) + "; ";
@@ -358,7 +399,33 @@ Outcome run_case(const Case& c) {
   DeviceBuffer scale_a_buf, scale_b_buf;
   const float* scale_a = nullptr;
   const float* scale_b = nullptr;
-  if (c.scale_mode != tessera::ScaleMode::None) {
+  BlockScaleGeometry block_a, block_b;
+  if (block) {
+    // Block scales, laid out at the case's strides among NaN floats (a read of a non-element shows in D);
+    // base * 2^u, u uniform in [-4, 2]: blocks' scales apart by up to 64x, so a wrong block index shows.
+    std::mt19937_64 rng(mix_seed(out.seed ^ 0xB10C5CA1E));
+    std::uniform_real_distribution<double> expo(-4.0, 2.0);
+    const double base = 1.0 / ((s8 ? 128.0 : 4.0) * std::pow(double(std::max<int64_t>(c.k, 1)), 0.25));
+    block_a = block_scale_a_geometry(c);
+    block_b = block_scale_b_geometry(c);
+    for (auto [geo, host, buf, ptr] :
+         {std::tuple<const BlockScaleGeometry*, std::vector<float>*, DeviceBuffer*, const float**>{
+              &block_a, &scale_a_host, &scale_a_buf, &scale_a},
+          {&block_b, &scale_b_host, &scale_b_buf, &scale_b}}) {
+      if (geo->s0 < 0 || geo->s1 < 0) {
+        problems += "harness: negative block-scale strides are not supported; ";
+        return out;
+      }
+      if (geo->span <= 0) continue;  // no elements: a null pointer, which an empty matrix allows
+      host->assign(size_t(geo->span + c.scale_offset), std::numeric_limits<float>::quiet_NaN());
+      float* at = host->data() + c.scale_offset;
+      for (int64_t r = 0; r < geo->rows; ++r)
+        for (int64_t q = 0; q < geo->cols; ++q) at[r * geo->s0 + q * geo->s1] = float(base * std::exp2(expo(rng)));
+      TT_CUDA(buf->alloc(host->size() * sizeof(float)));
+      TT_CUDA(cudaMemcpyAsync(buf->p, host->data(), host->size() * sizeof(float), cudaMemcpyHostToDevice, s));
+      *ptr = reinterpret_cast<const float*>(buf->p) + c.scale_offset;
+    }
+  } else if (c.scale_mode != tessera::ScaleMode::None) {
     std::mt19937_64 rng(mix_seed(out.seed ^ 0x5CA1E5));
     std::uniform_real_distribution<double> unit(0.5, 1.5);
     // S8 sums have a standard deviation of sqrt(K) * 128^2 / sqrt(3), fp8 ones (values in [-4, 4])
@@ -471,7 +538,12 @@ Outcome run_case(const Case& c) {
     const bool ta = c.op_a == Op::T, tb = c.op_b == Op::T;
     DeviceBuffer r;
     TT_CUDA(r.alloc(count * 8));  // int64 or fp64 sums
-    if (s8)
+    if (block)
+      TT_CUDA(fp8_block_gemm_reference(c.ab, A.m.ptr, ta ? a_sc : a_sr, ta ? a_sr : a_sc, A.batch_stride_used(),
+                                       B.m.ptr, tb ? b_sr : b_sc, tb ? b_sc : b_sr, B.batch_stride_used(), scale_a,
+                                       block_a.s0, block_a.s1, scale_b, block_b.s0, block_b.s1, M, N, K, L,
+                                       static_cast<double*>(r.p), s));
+    else if (s8)
       TT_CUDA(int8_gemm_reference(static_cast<const int8_t*>(A.m.ptr), ta ? a_sc : a_sr, ta ? a_sr : a_sc,
                                   A.batch_stride_used(), static_cast<const int8_t*>(B.m.ptr), tb ? b_sr : b_sc,
                                   tb ? b_sc : b_sr, B.batch_stride_used(), M, N, K, L, static_cast<int64_t*>(r.p), s));
@@ -531,10 +603,12 @@ Outcome run_case(const Case& c) {
           continue;
         }
         const double got = load(&after[at], c.dt);
-        const double product = s8 || fp8 ? (s8 ? double(sums[at_ref]) : fsums[at_ref]) *
-                                               (scale_a ? double(scale_a_host[row_wise ? i : 0]) : 1.0) *
-                                               (scale_b ? double(scale_b_host[row_wise ? j : 0]) : 1.0)
-                                         : double(ref[at_ref]);
+        // (Block scales are in fsums already: fp8_block_gemm_reference scales each block's sum.)
+        const double product = block        ? fsums[at_ref]
+                               : s8 || fp8 ? (s8 ? double(sums[at_ref]) : fsums[at_ref]) *
+                                                 (scale_a ? double(scale_a_host[row_wise ? i : 0]) : 1.0) *
+                                                 (scale_b ? double(scale_b_host[row_wise ? j : 0]) : 1.0)
+                                           : double(ref[at_ref]);
         double want = double(c.alpha) * product;
         if (use_c) {
           const double cv = c.in_place ? load(&before[at], c.dt)

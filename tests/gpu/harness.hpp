@@ -11,7 +11,10 @@
 // (D poisoned with 0x80 bytes, a value no sum reaches), a float D must match
 // act(alpha * scale_a[i] * scale_b[j] * sum + beta * C + bias) in fp64 within the tolerance.
 // E4M3 / E5M2 operands (values in [-4, 4] as the type holds them): the oracle is their fp64 sums from a
-// plain GPU kernel (gpu_helpers.hpp fp8_gemm_reference), dequantised like S8's into a float D.
+// plain GPU kernel (gpu_helpers.hpp fp8_gemm_reference), dequantised like S8's into a float D; with
+// block scales (ScaleMode::Block) the sums of each 128-deep K block scaled by the block's two scales
+// (gpu_helpers.hpp fp8_block_gemm_reference), and the tolerance that of promoted sums whatever the
+// precision (block scaling always promotes).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -77,6 +80,15 @@ struct Case {
   // aligned pointer when odd).
   tessera::ScaleMode scale_mode = tessera::ScaleMode::None;
   int64_t scale_offset = 0;
+  // Block scales (ScaleMode::Block, fp8 operands): scale_a M x ceil(K/128) and scale_b ceil(K/128) x
+  // ceil(N/128), at these element strides (GemmArgs::scale_a_strides / scale_b_strides, {0, 0} = row-major
+  // and contiguous; non-negative here). Each value base * 2^u with u uniform in [-4, 2] (base as for fp8
+  // above; so that a scale taken from the wrong block shows), in an allocation of its own starting
+  // scale_offset floats in, every float of it that is not an element NaN (so that a read of one shows);
+  // an empty matrix (K = 0, or M or N = 0) is passed as a null pointer. The strides are passed as they
+  // are whatever the mode (a case may give them to a mode that must refuse them).
+  int64_t scale_a_strides[2] = {0, 0};
+  int64_t scale_b_strides[2] = {0, 0};
   bool in_place = false;  // C is D (beta != 0)
   Workspace workspace = Workspace::Full;
   cudaStream_t stream = nullptr;

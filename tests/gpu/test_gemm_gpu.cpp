@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -847,6 +848,82 @@ struct Buf {
     return h;
   }
 };
+
+// The table of an invalid-arguments test (s8, fp8, fp8 block scales): each case the test's valid
+// arguments for a D dtype with one edit, and the text the message must name. expect_each_refused()
+// wants each case refused with INVALID_ARGUMENT naming it through the C++ API, the C ABI (to_c carrying
+// the scale strides), gemm_workspace_size and gemm_select_config, and every kept buffer as it was; call
+// it under ASSERT_NO_FATAL_FAILURE.
+class BadArgsTable {
+ public:
+  using Valid = std::function<tessera::GemmArgs(DType)>;
+  using Edit = std::function<void(tessera::GemmArgs&)>;
+  // A device buffer's contents when kept, compared after each case; `name` for the failure message.
+  struct Kept {
+    Kept(const Buf& b, const char* n) : buf(&b), name(n), before(b.host()) {}
+    const Buf* buf;
+    const char* name;
+    std::vector<unsigned char> before;
+  };
+
+  explicit BadArgsTable(Valid valid) : valid_(std::move(valid)) {}
+
+  void add(const char* what, DType dt, const char* needle, const Edit& edit) {
+    tessera::GemmArgs g = valid_(dt);
+    edit(g);
+    bad_.push_back({what, g, needle});
+  }
+
+  void expect_each_refused(const std::vector<Kept>& kept) const {
+    for (const Bad& x : bad_) {
+      SCOPED_TRACE(x.what);
+      const tessera::Status s = tessera::gemm(x.g, nullptr, nullptr, 0);
+      EXPECT_EQ(s.code, TESSERA_STATUS_INVALID_ARGUMENT) << s.message;
+      EXPECT_NE(s.message.find(x.needle), std::string::npos) << s.message;
+      const tessera_gemm_args_t ca = tessera::to_c(x.g);
+      EXPECT_EQ(ca.scale_a_strides[0], x.g.scale_a_strides[0]);
+      EXPECT_EQ(ca.scale_b_strides[1], x.g.scale_b_strides[1]);
+      EXPECT_EQ(tessera_gemm(&ca, nullptr, 0, nullptr), TESSERA_STATUS_INVALID_ARGUMENT);
+      EXPECT_NE(std::string(tessera_last_error()).find(x.needle), std::string::npos) << tessera_last_error();
+      size_t bytes = 0;
+      EXPECT_EQ(tessera::gemm_workspace_size(x.g, &bytes).code, TESSERA_STATUS_INVALID_ARGUMENT);
+      std::string name;
+      EXPECT_EQ(tessera::gemm_select_config(x.g, &name).code, TESSERA_STATUS_INVALID_ARGUMENT);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      for (const Kept& k : kept) EXPECT_TRUE(k.buf->host() == k.before) << k.name << " modified";
+    }
+  }
+
+ private:
+  struct Bad {
+    const char* what;
+    tessera::GemmArgs g;
+    const char* needle;
+  };
+  Valid valid_;
+  std::vector<Bad> bad_;
+};
+
+// An invalid-arguments test's buffers as BadArgsTable's tests start them: A and B with `one` in every
+// byte, D with 0xFF (NaN) and the scales with zeros. Call it under ASSERT_NO_FATAL_FAILURE.
+void fill_bad_args_buffers(const Buf& a, const Buf& b, const Buf& d, const Buf& sc, int one) {
+  ASSERT_EQ(cudaMemset(a.p, one, a.bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemset(b.p, one, b.bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemset(d.p, 0xFF, d.bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemset(sc.p, 0, sc.bytes), cudaSuccess);
+}
+
+// The valid call closing an invalid-arguments test wrote D: each of its first `count` elements of type T
+// is `want` (`what`, if any, said after the element's index). Call it under ASSERT_NO_FATAL_FAILURE.
+template <typename T>
+void expect_each_element(const Buf& d, int64_t count, T want, const char* what = "") {
+  const auto h = d.host();
+  for (int64_t i = 0; i < count; ++i) {
+    T v;
+    std::memcpy(&v, &h[size_t(i) * sizeof(T)], sizeof(T));
+    ASSERT_EQ(v, want) << "element " << i << what;
+  }
+}
 
 TEST_F(GemmInvalid, NothingWrittenOnInvalidArguments) {
   const int64_t M = 64, N = 48, K = 32;
@@ -1978,11 +2055,8 @@ TEST_F(GemmS8, StreamsGraphsAndTheCAbi) {
 TEST_F(GemmS8, InvalidArgumentsWriteNothing) {
   const int64_t M = 64, N = 48, K = 32;
   Buf a(4 * M * K), b(4 * K * N), d(4 * M * N), sc(4 * (M + N) + 64);
-  ASSERT_EQ(cudaMemset(a.p, 0x01, a.bytes), cudaSuccess);
-  ASSERT_EQ(cudaMemset(b.p, 0x01, b.bytes), cudaSuccess);
-  ASSERT_EQ(cudaMemset(d.p, 0xFF, d.bytes), cudaSuccess);
-  ASSERT_EQ(cudaMemset(sc.p, 0, sc.bytes), cudaSuccess);
-  const auto a0 = a.host(), b0 = b.host(), d0 = d.host();
+  ASSERT_NO_FATAL_FAILURE(fill_bad_args_buffers(a, b, d, sc, 0x01));  // s8 1
+  const std::vector<BadArgsTable::Kept> kept = {{d, "D"}, {a, "A"}, {b, "B"}};
   const float* sa = static_cast<const float*>(sc.p);
   const float* sb = sa + M;
   auto valid = [&](DType dt) {
@@ -1997,82 +2071,51 @@ TEST_F(GemmS8, InvalidArgumentsWriteNothing) {
     }
     return g;
   };
-  struct Bad {
-    const char* what;
-    tessera::GemmArgs g;
-    const char* needle;
-  };
-  std::vector<Bad> bad;
-  auto add = [&](const char* what, DType dt, const char* needle, const std::function<void(tessera::GemmArgs&)>& edit) {
-    tessera::GemmArgs g = valid(dt);
-    edit(g);
-    bad.push_back({what, g, needle});
-  };
-  add("s32 D with scales", DType::S32, "scale_mode", [&](tessera::GemmArgs& g) {
+  BadArgsTable bad(valid);
+  bad.add("s32 D with scales", DType::S32, "scale_mode", [&](tessera::GemmArgs& g) {
     g.scale_mode = ScaleMode::Tensor;
     g.scale_a = sa;
     g.scale_b = sb;
   });
-  add("s32 D with alpha 2", DType::S32, "alpha", [](tessera::GemmArgs& g) { g.alpha = 2.0f; });
-  add("s32 D with beta 1 (C = D)", DType::S32, "beta", [](tessera::GemmArgs& g) {
+  bad.add("s32 D with alpha 2", DType::S32, "alpha", [](tessera::GemmArgs& g) { g.alpha = 2.0f; });
+  bad.add("s32 D with beta 1 (C = D)", DType::S32, "beta", [](tessera::GemmArgs& g) {
     g.beta = 1.0f;
     g.c = g.d;
   });
-  add("s32 D with a bias", DType::S32, "bias_mode", [&](tessera::GemmArgs& g) {
+  bad.add("s32 D with a bias", DType::S32, "bias_mode", [&](tessera::GemmArgs& g) {
     g.bias = sc.p;
     g.bias_mode = tessera::BiasMode::PerColumn;
   });
-  add("s32 D with relu", DType::S32, "activation", [](tessera::GemmArgs& g) { g.activation = Activation::Relu; });
-  add("tensor scales, scale_a null", DType::BF16, "scale_a", [](tessera::GemmArgs& g) {
+  bad.add("s32 D with relu", DType::S32, "activation", [](tessera::GemmArgs& g) { g.activation = Activation::Relu; });
+  bad.add("tensor scales, scale_a null", DType::BF16, "scale_a", [](tessera::GemmArgs& g) {
     g.scale_mode = ScaleMode::Tensor;
     g.scale_a = nullptr;
   });
-  add("row-wise scales, scale_b null", DType::BF16, "scale_b", [](tessera::GemmArgs& g) { g.scale_b = nullptr; });
-  add("scale_a without a scale mode", DType::F32, "scale_a", [](tessera::GemmArgs& g) {
+  bad.add("row-wise scales, scale_b null", DType::BF16, "scale_b", [](tessera::GemmArgs& g) { g.scale_b = nullptr; });
+  bad.add("scale_a without a scale mode", DType::F32, "scale_a", [](tessera::GemmArgs& g) {
     g.scale_mode = ScaleMode::None;
     g.scale_b = nullptr;
   });
-  add("scale_a 2 bytes past 4-byte alignment", DType::BF16, "scale_a", [&](tessera::GemmArgs& g) {
+  bad.add("scale_a 2 bytes past 4-byte alignment", DType::BF16, "scale_a", [&](tessera::GemmArgs& g) {
     g.scale_a = reinterpret_cast<const float*>(sc.c() + 2);
   });
-  add("scale_b on top of D", DType::BF16, "scale_b",
-      [&](tessera::GemmArgs& g) { g.scale_b = static_cast<const float*>(d.p); });
-  add("scale mode 7", DType::BF16, "scale_mode", [](tessera::GemmArgs& g) { g.scale_mode = ScaleMode(7); });
-  add("scales on f16 operands", DType::BF16, "scale_mode",
-      [](tessera::GemmArgs& g) { g.a.dtype = g.b.dtype = DType::F16; });
-  add("s8 A with f16 B", DType::BF16, "b.dtype", [](tessera::GemmArgs& g) { g.b.dtype = DType::F16; });
-  add("s32 operands", DType::S32, "a.dtype", [](tessera::GemmArgs& g) { g.a.dtype = g.b.dtype = DType::S32; });
-  add("s8 D", DType::S32, "d.dtype", [](tessera::GemmArgs& g) { g.d.dtype = DType::S8; });
-  add("f16 operands with an s32 D", DType::S32, "d.dtype",
-      [](tessera::GemmArgs& g) { g.a.dtype = g.b.dtype = DType::F16; });
-  add("tf32 precision on s8 operands", DType::F32, "precision",
-      [](tessera::GemmArgs& g) { g.precision = tessera::Precision::TF32; });
-  for (const Bad& x : bad) {
-    SCOPED_TRACE(x.what);
-    const tessera::Status s = tessera::gemm(x.g, nullptr, nullptr, 0);
-    EXPECT_EQ(s.code, TESSERA_STATUS_INVALID_ARGUMENT) << s.message;
-    EXPECT_NE(s.message.find(x.needle), std::string::npos) << s.message;
-    const tessera_gemm_args_t ca = tessera::to_c(x.g);
-    EXPECT_EQ(tessera_gemm(&ca, nullptr, 0, nullptr), TESSERA_STATUS_INVALID_ARGUMENT);
-    EXPECT_NE(std::string(tessera_last_error()).find(x.needle), std::string::npos) << tessera_last_error();
-    size_t bytes = 0;
-    EXPECT_EQ(tessera::gemm_workspace_size(x.g, &bytes).code, TESSERA_STATUS_INVALID_ARGUMENT);
-    std::string name;
-    EXPECT_EQ(tessera::gemm_select_config(x.g, &name).code, TESSERA_STATUS_INVALID_ARGUMENT);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_TRUE(d.host() == d0) << "D modified";
-    EXPECT_TRUE(a.host() == a0) << "A modified";
-    EXPECT_TRUE(b.host() == b0) << "B modified";
-  }
+  bad.add("scale_b on top of D", DType::BF16, "scale_b",
+          [&](tessera::GemmArgs& g) { g.scale_b = static_cast<const float*>(d.p); });
+  bad.add("scale mode 7", DType::BF16, "scale_mode", [](tessera::GemmArgs& g) { g.scale_mode = ScaleMode(7); });
+  bad.add("scales on f16 operands", DType::BF16, "scale_mode",
+          [](tessera::GemmArgs& g) { g.a.dtype = g.b.dtype = DType::F16; });
+  bad.add("s8 A with f16 B", DType::BF16, "b.dtype", [](tessera::GemmArgs& g) { g.b.dtype = DType::F16; });
+  bad.add("s32 operands", DType::S32, "a.dtype", [](tessera::GemmArgs& g) { g.a.dtype = g.b.dtype = DType::S32; });
+  bad.add("s8 D", DType::S32, "d.dtype", [](tessera::GemmArgs& g) { g.d.dtype = DType::S8; });
+  bad.add("f16 operands with an s32 D", DType::S32, "d.dtype",
+          [](tessera::GemmArgs& g) { g.a.dtype = g.b.dtype = DType::F16; });
+  bad.add("tf32 precision on s8 operands", DType::F32, "precision",
+          [](tessera::GemmArgs& g) { g.precision = tessera::Precision::TF32; });
+  ASSERT_NO_FATAL_FAILURE(bad.expect_each_refused(kept));
   // And a valid call does write D: K products of 1 * 1 (0x01 bytes) each.
   ASSERT_TRUE(tessera::gemm(valid(DType::S32), nullptr, nullptr, 0).ok());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const auto d1 = d.host();
-  for (int64_t i = 0; i < M * N; ++i) {
-    int32_t v;
-    std::memcpy(&v, &d1[size_t(i) * 4], 4);
-    ASSERT_EQ(v, int32_t(K)) << "element " << i;
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_each_element(d, M * N, int32_t(K)));
 }
 
 // More batches than one grid holds (65535): the launcher advances A and B by their 1-byte elements
@@ -2224,11 +2267,12 @@ class GemmFp8 : public GpuTest {
     if (IsSkipped()) return;
     const int cc = device_facts().cc;
     if (cc == 90) return;
-    for (DType ab : kFp8Types) {
-      Case c = fp8_case("", ab, DType::BF16, tessera::Precision::Default, ScaleMode::Tensor, 1, {64, 64, 64});
-      c.expect = TESSERA_STATUS_NOT_SUPPORTED;
-      check("GemmFp8", "not sm_90: refused", c);
-    }
+    for (DType ab : kFp8Types)
+      for (ScaleMode mode : {ScaleMode::Tensor, ScaleMode::Block}) {
+        Case c = fp8_case("", ab, DType::BF16, tessera::Precision::Default, mode, 1, {64, 64, 256});
+        c.expect = TESSERA_STATUS_NOT_SUPPORTED;
+        check("GemmFp8", "not sm_90: refused", c);
+      }
     GTEST_SKIP() << "fp8 GEMMs run on sm_90 only; this device is sm_" << cc
                  << " (gemm() answered NOT_SUPPORTED, D untouched)";
   }
@@ -2533,88 +2577,73 @@ TEST_F(GemmFp8, StreamsGraphsAndTheCAbi) {
   ASSERT_EQ(cudaStreamDestroy(st), cudaSuccess);
 }
 
+// The valid arguments of the fp8 invalid-arguments tests, valid(dt): e4m3 A (M x K, row-major) times B
+// (K x N, column-major) into a row-major M x N D of dt, with `mode` scales: scale_a at the start of sc,
+// scale_b sb_offset floats on.
+struct Fp8ValidArgs {
+  const Buf& a;
+  const Buf& b;
+  const Buf& d;
+  const Buf& sc;
+  int64_t M, N, K;
+  ScaleMode mode;
+  int64_t sb_offset;
+
+  tessera::GemmArgs operator()(DType dt) const {
+    const float* sa = static_cast<const float*>(sc.p);
+    tessera::GemmArgs g;
+    g.a = tessera::dense(a.p, DType::E4M3, M, K, Layout::RowMajor);
+    g.b = tessera::dense(b.p, DType::E4M3, K, N, Layout::ColMajor);
+    g.d = tessera::dense(d.p, dt, M, N);
+    g.scale_mode = mode;
+    g.scale_a = sa;
+    g.scale_b = sa + sb_offset;
+    return g;
+  }
+};
+
 // Invalid fp8 arguments with real device memory: INVALID_ARGUMENT naming the argument through the C++
 // API, the C ABI, gemm_workspace_size and gemm_select_config, and nothing written.
 TEST_F(GemmFp8, InvalidArgumentsWriteNothing) {
   const int64_t M = 64, N = 48, K = 32;
   Buf a(4 * M * K), b(4 * K * N), d(4 * M * N), sc(4 * (M + N) + 64);
-  ASSERT_EQ(cudaMemset(a.p, 0x38, a.bytes), cudaSuccess);  // e4m3 1.0
-  ASSERT_EQ(cudaMemset(b.p, 0x38, b.bytes), cudaSuccess);
-  ASSERT_EQ(cudaMemset(d.p, 0xFF, d.bytes), cudaSuccess);
-  ASSERT_EQ(cudaMemset(sc.p, 0, sc.bytes), cudaSuccess);
-  const auto a0 = a.host(), b0 = b.host(), d0 = d.host();
-  const float* sa = static_cast<const float*>(sc.p);
-  const float* sb = sa + M;
-  auto valid = [&](DType dt) {
-    tessera::GemmArgs g;
-    g.a = tessera::dense(a.p, DType::E4M3, M, K, Layout::RowMajor);
-    g.b = tessera::dense(b.p, DType::E4M3, K, N, Layout::ColMajor);
-    g.d = tessera::dense(d.p, dt, M, N);
-    g.scale_mode = ScaleMode::RowWise;
-    g.scale_a = sa;
-    g.scale_b = sb;
-    return g;
-  };
-  struct Bad {
-    const char* what;
-    tessera::GemmArgs g;
-    const char* needle;
-  };
-  std::vector<Bad> bad;
-  auto add = [&](const char* what, DType dt, const char* needle, const std::function<void(tessera::GemmArgs&)>& edit) {
-    tessera::GemmArgs g = valid(dt);
-    edit(g);
-    bad.push_back({what, g, needle});
-  };
-  add("e4m3 D", DType::E4M3, "d.dtype", [](tessera::GemmArgs&) {});
-  add("e5m2 D", DType::E5M2, "d.dtype", [](tessera::GemmArgs&) {});
-  add("e5m2 D of e5m2 operands", DType::E5M2, "d.dtype",
-      [](tessera::GemmArgs& g) { g.a.dtype = g.b.dtype = DType::E5M2; });
-  add("s32 D of e4m3 operands", DType::S32, "d.dtype", [](tessera::GemmArgs&) {});
-  add("s32 D of e4m3 operands, no scales", DType::S32, "d.dtype", [](tessera::GemmArgs& g) {
+  ASSERT_NO_FATAL_FAILURE(fill_bad_args_buffers(a, b, d, sc, 0x38));  // e4m3 1.0
+  const std::vector<BadArgsTable::Kept> kept = {{d, "D"}, {a, "A"}, {b, "B"}};
+  const Fp8ValidArgs valid{a, b, d, sc, M, N, K, ScaleMode::RowWise, M};
+  BadArgsTable bad(valid);
+  bad.add("e4m3 D", DType::E4M3, "d.dtype", [](tessera::GemmArgs&) {});
+  bad.add("e5m2 D", DType::E5M2, "d.dtype", [](tessera::GemmArgs&) {});
+  bad.add("e5m2 D of e5m2 operands", DType::E5M2, "d.dtype",
+          [](tessera::GemmArgs& g) { g.a.dtype = g.b.dtype = DType::E5M2; });
+  bad.add("s32 D of e4m3 operands", DType::S32, "d.dtype", [](tessera::GemmArgs&) {});
+  bad.add("s32 D of e4m3 operands, no scales", DType::S32, "d.dtype", [](tessera::GemmArgs& g) {
     g.scale_mode = ScaleMode::None;
     g.scale_a = g.scale_b = nullptr;
   });
-  add("e4m3 A with e5m2 B", DType::BF16, "b.dtype", [](tessera::GemmArgs& g) { g.b.dtype = DType::E5M2; });
-  add("e5m2 A with e4m3 B", DType::BF16, "b.dtype", [](tessera::GemmArgs& g) { g.a.dtype = DType::E5M2; });
-  add("e4m3 A with bf16 B", DType::BF16, "b.dtype", [](tessera::GemmArgs& g) { g.b.dtype = DType::BF16; });
-  add("tf32 precision on e4m3 operands", DType::F32, "precision",
-      [](tessera::GemmArgs& g) { g.precision = tessera::Precision::TF32; });
-  add("tf32x3 precision on e5m2 operands", DType::F32, "precision", [](tessera::GemmArgs& g) {
+  bad.add("e4m3 A with e5m2 B", DType::BF16, "b.dtype", [](tessera::GemmArgs& g) { g.b.dtype = DType::E5M2; });
+  bad.add("e5m2 A with e4m3 B", DType::BF16, "b.dtype", [](tessera::GemmArgs& g) { g.a.dtype = DType::E5M2; });
+  bad.add("e4m3 A with bf16 B", DType::BF16, "b.dtype", [](tessera::GemmArgs& g) { g.b.dtype = DType::BF16; });
+  bad.add("tf32 precision on e4m3 operands", DType::F32, "precision",
+          [](tessera::GemmArgs& g) { g.precision = tessera::Precision::TF32; });
+  bad.add("tf32x3 precision on e5m2 operands", DType::F32, "precision", [](tessera::GemmArgs& g) {
     g.a.dtype = g.b.dtype = DType::E5M2;
     g.precision = tessera::Precision::TF32x3;
   });
-  add("precision 7", DType::BF16, "precision", [](tessera::GemmArgs& g) { g.precision = tessera::Precision(7); });
-  add("fast accumulation on bf16 operands", DType::BF16, "precision", [](tessera::GemmArgs& g) {
+  bad.add("precision 7", DType::BF16, "precision", [](tessera::GemmArgs& g) { g.precision = tessera::Precision(7); });
+  bad.add("fast accumulation on bf16 operands", DType::BF16, "precision", [](tessera::GemmArgs& g) {
     g.a.dtype = g.b.dtype = DType::BF16;
     g.scale_mode = ScaleMode::None;
     g.scale_a = g.scale_b = nullptr;
     g.precision = tessera::Precision::Fp8FastAccum;
   });
-  add("tensor scales, scale_a null", DType::BF16, "scale_a", [](tessera::GemmArgs& g) {
+  bad.add("tensor scales, scale_a null", DType::BF16, "scale_a", [](tessera::GemmArgs& g) {
     g.scale_mode = ScaleMode::Tensor;
     g.scale_a = nullptr;
   });
-  add("row-wise scales, scale_b null", DType::F16, "scale_b", [](tessera::GemmArgs& g) { g.scale_b = nullptr; });
-  add("scale_b on top of D", DType::F32, "scale_b",
-      [&](tessera::GemmArgs& g) { g.scale_b = static_cast<const float*>(d.p); });
-  for (const Bad& x : bad) {
-    SCOPED_TRACE(x.what);
-    const tessera::Status s = tessera::gemm(x.g, nullptr, nullptr, 0);
-    EXPECT_EQ(s.code, TESSERA_STATUS_INVALID_ARGUMENT) << s.message;
-    EXPECT_NE(s.message.find(x.needle), std::string::npos) << s.message;
-    const tessera_gemm_args_t ca = tessera::to_c(x.g);
-    EXPECT_EQ(tessera_gemm(&ca, nullptr, 0, nullptr), TESSERA_STATUS_INVALID_ARGUMENT);
-    EXPECT_NE(std::string(tessera_last_error()).find(x.needle), std::string::npos) << tessera_last_error();
-    size_t bytes = 0;
-    EXPECT_EQ(tessera::gemm_workspace_size(x.g, &bytes).code, TESSERA_STATUS_INVALID_ARGUMENT);
-    std::string name;
-    EXPECT_EQ(tessera::gemm_select_config(x.g, &name).code, TESSERA_STATUS_INVALID_ARGUMENT);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_TRUE(d.host() == d0) << "D modified";
-    EXPECT_TRUE(a.host() == a0) << "A modified";
-    EXPECT_TRUE(b.host() == b0) << "B modified";
-  }
+  bad.add("row-wise scales, scale_b null", DType::F16, "scale_b", [](tessera::GemmArgs& g) { g.scale_b = nullptr; });
+  bad.add("scale_b on top of D", DType::F32, "scale_b",
+          [&](tessera::GemmArgs& g) { g.scale_b = static_cast<const float*>(d.p); });
+  ASSERT_NO_FATAL_FAILURE(bad.expect_each_refused(kept));
   // And a valid call does write D: K products of 1 * 1 (e4m3 0x38 bytes) each, no scales: bf16 32.0.
   tessera::GemmArgs g = valid(DType::BF16);
   g.scale_mode = ScaleMode::None;
@@ -2622,17 +2651,588 @@ TEST_F(GemmFp8, InvalidArgumentsWriteNothing) {
   const tessera::Status ok = tessera::gemm(g, nullptr, nullptr, 0);
   ASSERT_TRUE(ok.ok()) << ok.message;
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const auto d1 = d.host();
-  for (int64_t i = 0; i < M * N; ++i) {
-    uint16_t v;
-    std::memcpy(&v, &d1[size_t(i) * 2], 2);
-    ASSERT_EQ(v, 0x4200) << "element " << i << " (bf16 32.0 = 0x4200)";
+  ASSERT_NO_FATAL_FAILURE(expect_each_element(d, M * N, uint16_t(0x4200), " (bf16 32.0 = 0x4200)"));
+}
+
+// ---- block scales (ScaleMode::Block, DeepSeek-V3's recipe) -----------------------------------------
+//
+// scale_a M x ceil(K/128), one per row of op(A) and 128-deep block of K; scale_b ceil(K/128) x
+// ceil(N/128), one per 128 x 128 block of op(B); fp32 at element strides (GemmArgs::scale_a_strides /
+// scale_b_strides: row- or column-major, {0, 0} packed row-major), shared by every batch. Each block's
+// sums are scaled as they are promoted, so only the rows that promote run them, at either precision
+// (Fp8FastAccum is accepted and promotes all the same), and D is row-major. Oracle: each block's exact
+// fp64 sum times its two scales (gpu_helpers.hpp fp8_block_gemm_reference), the scales base * 2^u with u
+// uniform in [-4, 2] (harness.hpp Case::scale_a_strides), so that a scale taken from the wrong block
+// (along K, N or M) is off by up to 64x; every float of the scales' allocations that is not an element
+// is NaN. Tolerance: that of promoted sums (harness.cpp tolerance), whatever the precision.
+
+// The configs that run block scales: the heuristic and the fp8 rows that promote.
+std::vector<std::string> block_config_names() {
+  std::vector<std::string> v = {""};
+  for (const Fp8Row& r : kFp8Rows)
+    if (r.promote) v.push_back(r.name);
+  return v;
+}
+
+// The sm90 fp8 rows that promote (split-K, stream-K, graphs of the K-major copies).
+std::vector<std::string> block_sm90_config_names() {
+  std::vector<std::string> v;
+  for (const std::string& name : fp8_sm90_config_names())
+    if (fp8_row(name)->promote) v.push_back(name);
+  return v;
+}
+
+// What an explicit config makes of a block-scaled case: a row without fp8 kernels, or one that does not
+// promote, refuses by name at either precision; otherwise expect_fp8_support's rules (this device, and
+// the workspace for the K-major copies).
+void expect_block_support(Case& c) {
+  expect_support(c);
+  if (c.expect != TESSERA_STATUS_SUCCESS || c.config.empty()) return;
+  const Fp8Row* row = fp8_row(c.config);
+  if (!row || !row->promote) {
+    c.expect = TESSERA_STATUS_NOT_SUPPORTED;
+    c.expect_message = "config";
+    return;
+  }
+  expect_fp8_support(c);
+}
+
+// How a block-scale matrix (rows x cols) is laid out: the {0, 0} shorthand, row-major with a packed or
+// padded leading dimension, column-major likewise.
+enum class ScaleLayout { Default, RowPacked, RowPadded, ColPacked, ColPadded };
+const ScaleLayout kScaleLayouts[] = {ScaleLayout::Default, ScaleLayout::RowPacked, ScaleLayout::RowPadded,
+                                     ScaleLayout::ColPacked, ScaleLayout::ColPadded};
+
+const char* scale_layout_name(ScaleLayout l) {
+  switch (l) {
+    case ScaleLayout::Default: return "{0,0}";
+    case ScaleLayout::RowPacked: return "row";
+    case ScaleLayout::RowPadded: return "row+3";
+    case ScaleLayout::ColPacked: return "col";
+    case ScaleLayout::ColPadded: return "col+5";
+  }
+  return "?";
+}
+
+void set_scale_strides(int64_t (&s)[2], ScaleLayout l, int64_t rows, int64_t cols) {
+  switch (l) {
+    case ScaleLayout::Default: s[0] = 0, s[1] = 0; break;
+    case ScaleLayout::RowPacked: s[0] = std::max<int64_t>(cols, 1), s[1] = 1; break;
+    case ScaleLayout::RowPadded: s[0] = cols + 3, s[1] = 1; break;
+    case ScaleLayout::ColPacked: s[0] = 1, s[1] = std::max<int64_t>(rows, 1); break;
+    case ScaleLayout::ColPadded: s[0] = 1, s[1] = rows + 5; break;
   }
 }
 
+int64_t k_blocks(int64_t k) { return (k + 127) / 128; }
+
+// A block-scaled fp8 case (order-1 outputs, harness.hpp) with scale_a laid out `la`, scale_b `lb`.
+Case block_case(const std::string& cfg, DType ab, DType dt, tessera::Precision prec, int combo, const Shape& s,
+                ScaleLayout la, ScaleLayout lb) {
+  Case c = fp8_case(cfg, ab, dt, prec, ScaleMode::Block, combo, s);
+  set_scale_strides(c.scale_a_strides, la, s.m, k_blocks(s.k));
+  set_scale_strides(c.scale_b_strides, lb, k_blocks(s.k), k_blocks(s.n));
+  return c;
+}
+
+std::string block_group(const std::string& cfg, const std::string& what) {
+  return (cfg.empty() ? std::string("heuristic") : cfg) + " block scales, " + what;
+}
+
+// The operand layouts of a block-scaled case (D row-major: bit 2 clear): tn (both K-major, read in
+// place where aligned), nn, tt and nt (one or both copied K-major into the workspace).
+const int kBlockCombos[] = {1, 0, 3, 2};
+
+// Every config that runs block scales x ragged shapes x the three D dtypes: K of one block, two, a
+// ragged last block (1000 = 7 x 128 + 104), 4096 and 8192; M and N of 1, 77, 129, 300, 1000 and 2048
+// (above and below 128, N not a multiple of 128, so scale_b's last column of blocks is partly
+// outside); e4m3 / e5m2, the precision, the scales' layouts (25 pairs) and, on every fifth case, the
+// operands' majors rotating.
+TEST_F(GemmFp8, BlockScalesShapesAndOutputs) {
+  const Shape shapes[] = {{1, 1, 128},       {77, 129, 128},   {129, 77, 256},  {300, 129, 128},
+                          {300, 1000, 1000}, {1000, 300, 4096}, {77, 300, 8192}, {129, 2048, 1000},
+                          {2048, 2048, 256}, {1, 1000, 4096},  {2048, 1, 1000}, {1000, 77, 8192}};
+  int v = 0;
+  for (const std::string& cfg : block_config_names())
+    for (const Shape& s : shapes)
+      for (DType dt : kFp8Outputs) {
+        ++v;
+        const int combo = v % 5 == 0 ? kBlockCombos[(v / 5) % 4] : 1;
+        Case c = block_case(cfg, kFp8Types[v % 2], dt, kFp8Precisions[(v / 2) % 2], combo, s, kScaleLayouts[v % 5],
+                            kScaleLayouts[(v / 5) % 5]);
+        expect_block_support(c);
+        check("GemmFp8", block_group(cfg, "shapes"), c);
+      }
+}
+
+// Every pair of scale layouts (packed {0, 0}, explicit row-major packed and padded, column-major packed
+// and padded) on two ragged shapes, the scales 4-byte but not 16-byte aligned on some; then modes of
+// extent 1, whose stride may be anything: a single row of scale_a (M = 1), a single K block (K <= 128),
+// a single column of N blocks (N <= 128).
+TEST_F(GemmFp8, BlockScalesLayouts) {
+  std::vector<std::string> cfgs = {""};
+  for (const std::string& cfg : block_sm90_config_names()) cfgs.push_back(cfg);
+  int v = 0;
+  for (const std::string& cfg : cfgs)
+    for (ScaleLayout la : kScaleLayouts)
+      for (ScaleLayout lb : kScaleLayouts) {
+        ++v;
+        const Shape s = v % 2 ? Shape{300, 1000, 1000} : Shape{129, 130, 300};
+        Case c = block_case(cfg, kFp8Types[(v / 2) % 2], kFp8Outputs[v % 3], tessera::Precision::Default, 1, s, la, lb);
+        c.scale_offset = v % 3;
+        expect_block_support(c);
+        SCOPED_TRACE(std::string("scale_a ") + scale_layout_name(la) + ", scale_b " + scale_layout_name(lb));
+        check("GemmFp8", block_group(cfg, "scale layouts"), c);
+      }
+  struct Unit {
+    Shape s;
+    int64_t sa[2], sb[2];
+  };
+  const Unit units[] = {
+      {{1, 300, 1000}, {7, 1}, {0, 0}},         // M = 1: scale_a's row stride any (here < its 8 columns)
+      {{1, 300, 1000}, {1, 1}, {1, 8}},         // ... 1, as if column-major
+      {{77, 300, 100}, {1, 5}, {9, 1}},         // K <= 128: one K block, its strides any
+      {{77, 300, 100}, {1, 77}, {1, 1}},        // ... the column-major forms
+      {{200, 100, 1000}, {0, 0}, {1, 3}},       // N <= 128: one column of N blocks, its stride any
+      {{200, 100, 1000}, {8, 1}, {1, 0}},       // ... even 0
+      {{200, 100, 100}, {1, 200}, {5, 9}},      // K and N <= 128: scale_b one value, strides any
+  };
+  for (const Unit& u : units)
+    for (const std::string& cfg : cfgs) {
+      ++v;
+      Case c = block_case(cfg, kFp8Types[v % 2], kFp8Outputs[v % 3], kFp8Precisions[(v / 2) % 2], 1, u.s,
+                          ScaleLayout::Default, ScaleLayout::Default);
+      for (int i = 0; i < 2; ++i) c.scale_a_strides[i] = u.sa[i], c.scale_b_strides[i] = u.sb[i];
+      expect_block_support(c);
+      check("GemmFp8", block_group(cfg, "strides of modes of extent 1"), c);
+    }
+}
+
+// The operands' majors and storage: tn read in place where aligned, nn / tt / nt copied K-major into
+// the workspace (so the copies meet the scales' indexing), padded leading dimensions and misaligned base
+// pointers; with and without workspace (without it explicit sm90 rows refuse operands they cannot read
+// as they are, and the heuristic runs them on the CUDA cores, block scales included).
+TEST_F(GemmFp8, BlockScalesOperandMajorsAndAlignment) {
+  int v = 0;
+  for (const std::string& cfg : block_config_names())
+    for (int combo : kBlockCombos)
+      for (Workspace ws : {Workspace::Full, Workspace::None})
+        for (int variant = 0; variant < 3; ++variant) {
+          ++v;
+          const Shape s = variant == 2 ? Shape{200, 136, 1024} : Shape{129, 300, 1000};
+          Case c = block_case(cfg, kFp8Types[v % 2], kFp8Outputs[v % 3], kFp8Precisions[(v / 3) % 2], combo, s,
+                              kScaleLayouts[v % 5], kScaleLayouts[(v + 2) % 5]);
+          if (variant == 0) {
+            c.a.ld_pad = 16;
+            c.b.ld_pad = 3;
+            c.d.ld_pad = 3;  // D's padding must stay as it was
+          } else if (variant == 1) {
+            c.a.elem_offset = 1 + v % 15;
+            c.b.elem_offset = 16 - (1 + v % 15);
+            c.d.elem_offset = v % 4;
+          }
+          c.workspace = ws;
+          expect_block_support(c);
+          check("GemmFp8", block_group(cfg, std::string("majors, alignment") +
+                                                (ws == Workspace::None ? ", no workspace" : "")),
+                c);
+        }
+}
+
+// The epilogue on the block-scaled sums: batch 3 with B broadcast (by count or stride 0: the weight
+// shared, as in a linear layer), packed batches, interleaved D; alpha, beta * C, bias per column and per
+// row (one per batch or shared), each activation; C in place of D; K = 0 (D = beta C + bias; the scale
+// matrices are empty and passed as null pointers).
+TEST_F(GemmFp8, BlockScalesEpilogue) {
+  const char* variants[] = {"b_bcast", "b_bcast_stride0", "packed", "interleaved_d"};
+  const Activation acts[] = {Activation::Relu, Activation::Gelu, Activation::Silu, Activation::GeluTanh,
+                             Activation::None};
+  int v = 0;
+  for (const std::string& cfg : block_config_names())
+    for (DType dt : kFp8Outputs) {
+      for (int rep = 0; rep < 2; ++rep) {
+        ++v;
+        Case c = block_case(cfg, kFp8Types[v % 2], dt, kFp8Precisions[(v / 2) % 2], kBlockCombos[v % 2],
+                            {200, 300, 1000}, kScaleLayouts[v % 5], kScaleLayouts[(v / 2) % 5]);
+        apply_batch_variant(c, variants[v % 4]);
+        c.alpha = 0.5f;
+        c.beta = -1.25f;
+        c.bias = kBiasModes[v % 2];
+        c.bias_spec.batched = v % 3 != 0;
+        c.activation = acts[v % 5];
+        expect_block_support(c);
+        check("GemmFp8", block_group(cfg, std::string("epilogue, batched ") + variants[v % 4]), c);
+      }
+      {  // C is D: read before D is written
+        ++v;
+        Case c = block_case(cfg, kFp8Types[v % 2], dt, tessera::Precision::Default, 1, {100, 136, 300},
+                            ScaleLayout::ColPacked, ScaleLayout::Default);
+        c.in_place = true;
+        c.beta = 0.75f;
+        c.bias = tessera::BiasMode::PerRow;
+        c.activation = Activation::Relu;
+        expect_block_support(c);
+        check("GemmFp8", block_group(cfg, "in place"), c);
+      }
+      {  // K = 0: no blocks
+        ++v;
+        Case c = block_case(cfg, kFp8Types[v % 2], dt, tessera::Precision::Default, 1, {65, 90, 0},
+                            ScaleLayout::Default, ScaleLayout::Default);
+        c.beta = 0.5f;
+        c.bias = tessera::BiasMode::PerColumn;
+        expect_block_support(c);
+        check("GemmFp8", block_group(cfg, "K = 0"), c);
+      }
+    }
+}
+
+// Split-K (TESSERA_GEMM_SPLITS: a few ranges, more ranges than k-tiles) and stream-K
+// (TESSERA_GEMM_STREAMK=1) on the sm90 rows that promote: every range's partials already carry their
+// blocks' scales, so the fold must add them as they are (no scale applied twice or lost at a range's
+// edge, ranges that start mid-way through K); a second run bit for bit the same. Then the heuristic on
+// long-K, few-tile shapes, where it may cut K itself.
+TEST_F(GemmFp8, BlockScalesSplitKAndStreamK) {
+  const SweepShape shapes[] = {{300, 520, 1000, 2, 1, 0.5f},   // 8 blocks, batched, beta
+                               {256, 136, 4099, 1, 0, 0.0f},   // ragged N and K (33 blocks), A not K-major
+                               {130, 70, 200, 1, 2, -1.0f},    // 2 blocks: most ranges empty
+                               {64, 200, 8192, 1, 1, 0.0f}};   // 64 blocks, few tiles
+  int v = 0;
+  // One case of the sweep, its dtypes and scale layouts rotating with v, run twice (bit for bit).
+  auto sweep = [&](const std::string& cfg, const SweepShape& sh, const char* override) {
+    ++v;
+    Case c = block_case(cfg, kFp8Types[(v / 2) % 2], kFp8Outputs[v % 3], kFp8Precisions[(v / 3) % 2], sh.layout,
+                        {sh.m, sh.n, sh.k}, kScaleLayouts[v % 5], kScaleLayouts[(v / 5) % 5]);
+    c.batch = sh.batch;
+    c.beta = sh.beta;
+    c.repeat_bitwise = true;
+    expect_block_support(c);
+    check("GemmFp8", block_group(cfg, override), c);
+  };
+  for (const std::string& cfg : block_sm90_config_names()) {
+    for (int splits : {2, 3, 5, 16}) {
+      EnvGuard env("TESSERA_GEMM_SPLITS", std::to_string(splits));
+      for (const SweepShape& sh : shapes) sweep(cfg, sh, "TESSERA_GEMM_SPLITS");
+    }
+    EnvGuard env("TESSERA_GEMM_STREAMK", "1");
+    const SweepShape sk_shapes[] = {{300, 520, 1000, 2, 1, 0.5f},
+                                    {256, 136, 4099, 1, 0, 0.0f},
+                                    {2100, 2100, 1000, 1, 1, 0.0f},
+                                    {1000, 1000, 1000, 1, 3, -1.0f}};
+    for (const SweepShape& sh : sk_shapes) sweep(cfg, sh, "TESSERA_GEMM_STREAMK=1");
+  }
+  for (const Shape& s : {Shape{128, 128, 16384}, Shape{64, 256, 8192}, Shape{256, 129, 12000}}) {
+    ++v;
+    Case c = block_case("", kFp8Types[v % 2], kFp8Outputs[v % 3], kFp8Precisions[v % 2], 1, s, ScaleLayout::ColPacked,
+                        ScaleLayout::RowPacked);
+    c.repeat_bitwise = true;
+    check("GemmFp8", block_group("", "long K, few tiles"), c);
+  }
+}
+
+// The host path: a non-default stream, a CUDA graph (the K-major copies into the workspace captured
+// too), the C ABI (scale_mode block and both stride pairs cross it: column-major and padded scales
+// here), a second run bit for bit.
+TEST_F(GemmFp8, BlockScalesStreamsGraphsAndTheCAbi) {
+  cudaStream_t st = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+  std::vector<std::string> cfgs = {""};
+  for (const std::string& cfg : block_sm90_config_names()) cfgs.push_back(cfg);
+  for (const std::string& cfg : cfgs)
+    for (DType ab : kFp8Types)
+      for (int variant = 0; variant < 4; ++variant) {
+        Case c = block_case(cfg, ab, variant % 2 ? DType::F32 : DType::BF16, kFp8Precisions[variant / 2], 2,
+                            {100, 129, 300},  // "nt": both operands copied; 3 K blocks, 2 N blocks
+                            ScaleLayout::ColPadded, variant % 2 ? ScaleLayout::ColPacked : ScaleLayout::RowPadded);
+        c.stream = st;
+        c.capture_graph = variant == 1;
+        c.use_c_abi = variant == 2;
+        c.repeat_bitwise = variant == 3;
+        expect_block_support(c);
+        check("GemmFp8", block_group(cfg, "stream / graph / C ABI / repeat"), c);
+      }
+  ASSERT_EQ(cudaStreamDestroy(st), cudaSuccess);
+}
+
+// Rows that do not promote their sums (the 128x256 fast-accumulation row) and rows without fp8 kernels
+// refuse block scales by name at either precision (NOT_SUPPORTED, D untouched): Fp8FastAccum does not
+// make a non-promoting row run them.
+TEST_F(GemmFp8, BlockScalesRefusedByRowsThatDoNotPromote) {
+  int refused = 0;
+  for (const ti::Config& cfg : ti::configs())
+    for (tessera::Precision prec : kFp8Precisions)
+      for (DType ab : kFp8Types) {
+        const Fp8Row* row = fp8_row(cfg.name);
+        if (row && row->promote) continue;
+        Case c = block_case(cfg.name, ab, DType::BF16, prec, 1, {64, 64, 256}, ScaleLayout::Default,
+                            ScaleLayout::Default);
+        c.expect = TESSERA_STATUS_NOT_SUPPORTED;
+        c.expect_message = "config";
+        ++refused;
+        check("GemmFp8", std::string("block scales refused by ") + cfg.name, c);
+      }
+  EXPECT_TRUE(fp8_row("sm90_128x256x64_s4_c2_coop") && !fp8_row("sm90_128x256x64_s4_c2_coop")->promote)
+      << "kFp8Rows: the non-promoting row this test names";
+  EXPECT_GT(refused, 0);
+}
+
+// The heuristic (and gemm_select_config) picks a row that promotes for block scales at either precision
+// (fast accumulation does not apply: the same choice as Default, where the 128x256 fast-accumulation row
+// would win without block scales), an sm90 row wherever K allows; a non-K-major operand needs workspace
+// for its copy.
+TEST_F(GemmFp8, BlockScalesSelection) {
+  int v = 0;
+  for (const Shape& s : {Shape{4096, 4096, 4096}, Shape{128, 4096, 4096}, Shape{128, 128, 16384}, Shape{17, 33, 7},
+                         Shape{1000, 1000, 1000}, Shape{1, 1, 1}, Shape{8192, 8192, 1024}})
+    for (int combo : {1, 0, 3}) {
+      const DType ab = kFp8Types[v++ % 2];
+      std::string names[2];
+      for (int pi = 0; pi < 2; ++pi) {
+        const tessera::Precision prec = kFp8Precisions[pi];
+        tessera::GemmArgs g;
+        g.op_a = combo & 1 ? Op::T : Op::N;
+        g.op_b = combo & 2 ? Op::T : Op::N;
+        g.a = tessera::dense(reinterpret_cast<const void*>(uintptr_t(1) << 40), ab, g.op_a == Op::N ? s.m : s.k,
+                             g.op_a == Op::N ? s.k : s.m, Layout::ColMajor);
+        g.b = tessera::dense(reinterpret_cast<const void*>(uintptr_t(2) << 40), ab, g.op_b == Op::N ? s.k : s.n,
+                             g.op_b == Op::N ? s.n : s.k, Layout::ColMajor);
+        g.d = tessera::dense(reinterpret_cast<const void*>(uintptr_t(3) << 40), DType::BF16, s.m, s.n);
+        g.precision = prec;
+        g.scale_mode = ScaleMode::Block;
+        g.scale_a = reinterpret_cast<const float*>(uintptr_t(4) << 40);
+        g.scale_b = reinterpret_cast<const float*>(uintptr_t(5) << 40);
+        if (combo == 3) {  // column-major scale_a (M x KB), as torch's DeepSeek recipes store it
+          g.scale_a_strides[0] = 1;
+          g.scale_a_strides[1] = s.m;
+        }
+        const std::string what = shape_name(s) + " " + layout_name(combo) + " " + dn(ab) + "->bf16 block" +
+                                 (fast_accum(prec) ? " fast-accum" : " promoted");
+        const tessera::Status st = tessera::gemm_select_config(g, &names[pi]);
+        ASSERT_TRUE(st.ok()) << what << ": " << st.message;
+        const ti::Config* cfg = ti::find_config_choice(names[pi]).config;
+        ASSERT_NE(cfg, nullptr) << what << ": '" << names[pi] << "'";
+        const Fp8Row* row = fp8_row(cfg->name);
+        ASSERT_NE(row, nullptr) << what << ": " << names[pi] << " has no fp8 kernels";
+        EXPECT_TRUE(row->promote) << what << ": " << names[pi] << " does not promote its sums";
+        if (s.k >= 16) {
+          EXPECT_EQ(cfg->kernel, ti::Kernel::Sm90) << what << ": " << names[pi];
+        }
+        size_t bytes = 0;
+        ASSERT_TRUE(tessera::gemm_workspace_size(g, &bytes).ok()) << what;
+        if (combo == 0) {
+          EXPECT_GT(bytes, 0u) << what << ": A is not K-major: its K-major copy";
+        }
+      }
+      EXPECT_EQ(names[0], names[1]) << shape_name(s) << " " << layout_name(combo)
+                                    << ": block scales choose the same config at either precision";
+    }
+}
+
+// Exact results, computed by hand: operands all 1.0 (e4m3 0x38, e5m2 0x3C), scales powers of two that
+// differ per row, per K block and per N block, M = 130, N = 300, K = 300 (K blocks of 128, 128 and 44;
+// N blocks of 128, 128 and 44): D[m][n] = sum_kb scale_a[m][kb] * scale_b[kb][n / 128] * len(kb), every
+// term and sum exact in fp32, so an f32 D must hold exactly that (an independent check of the block
+// indexing and of the ragged last blocks). scale_a column-major with a padded stride, scale_b row-major
+// padded; on every config that runs block scales, and on the sm90 rows with K split three ways.
+TEST_F(GemmFp8, BlockScalesExactValues) {
+  const int64_t M = 130, N = 300, K = 300, KB = 3, NB = 3;
+  const int64_t sa_ld = M + 3, sb_ld = NB + 2;  // scale_a strides {1, sa_ld}; scale_b strides {sb_ld, 1}
+  std::vector<float> sa_host(size_t(sa_ld * KB), std::nanf("")), sb_host(size_t(sb_ld * KB), std::nanf(""));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t kb = 0; kb < KB; ++kb) sa_host[size_t(m + kb * sa_ld)] = std::ldexp(1.0f, int((m + kb) % 3) - 1);
+  for (int64_t kb = 0; kb < KB; ++kb)
+    for (int64_t nb = 0; nb < NB; ++nb) sb_host[size_t(kb * sb_ld + nb)] = std::ldexp(1.0f, -int((kb + 2 * nb) % 4));
+  std::vector<float> want(size_t(M * N));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double sum = 0;
+      for (int64_t kb = 0; kb < KB; ++kb)
+        sum += double(sa_host[size_t(m + kb * sa_ld)]) * double(sb_host[size_t(kb * sb_ld + n / 128)]) *
+               double(std::min<int64_t>(128, K - 128 * kb));
+      want[size_t(m * N + n)] = float(sum);
+    }
+  Buf a(size_t(M * K)), b(size_t(K * N)), d(size_t(M * N) * 4), sa(sa_host.size() * 4), sb(sb_host.size() * 4);
+  ASSERT_EQ(cudaMemcpy(sa.p, sa_host.data(), sa.bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(sb.p, sb_host.data(), sb.bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  struct Run {
+    std::string cfg;
+    int splits;
+  };
+  std::vector<Run> runs;
+  for (const std::string& cfg : block_config_names()) runs.push_back({cfg, 0});
+  for (const std::string& cfg : block_sm90_config_names()) runs.push_back({cfg, 3});
+  for (DType ab : kFp8Types) {
+    const int one = ab == DType::E4M3 ? 0x38 : 0x3C;
+    ASSERT_EQ(cudaMemset(a.p, one, a.bytes), cudaSuccess);
+    ASSERT_EQ(cudaMemset(b.p, one, b.bytes), cudaSuccess);
+    for (const Run& r : runs)
+      for (tessera::Precision prec : kFp8Precisions) {
+        const std::string what = std::string(dn(ab)) + " " + (r.cfg.empty() ? "heuristic" : r.cfg) +
+                                 (r.splits ? " TESSERA_GEMM_SPLITS=" + std::to_string(r.splits) : std::string()) +
+                                 (fast_accum(prec) ? " fast-accum" : " promoted");
+        SCOPED_TRACE(what);
+        std::unique_ptr<EnvGuard> env;
+        if (r.splits) env = std::make_unique<EnvGuard>("TESSERA_GEMM_SPLITS", std::to_string(r.splits));
+        tessera::GemmArgs g;
+        g.a = tessera::dense(a.p, ab, M, K, Layout::RowMajor);
+        g.b = tessera::dense(b.p, ab, K, N, Layout::ColMajor);
+        g.d = tessera::dense(d.p, DType::F32, M, N);
+        g.config = r.cfg;
+        g.precision = prec;
+        g.scale_mode = ScaleMode::Block;
+        g.scale_a = static_cast<const float*>(sa.p);
+        g.scale_b = static_cast<const float*>(sb.p);
+        g.scale_a_strides[0] = 1;
+        g.scale_a_strides[1] = sa_ld;
+        g.scale_b_strides[0] = sb_ld;
+        g.scale_b_strides[1] = 1;
+        size_t bytes = 0;
+        const tessera::Status ws = tessera::gemm_workspace_size(g, &bytes);
+        ASSERT_TRUE(ws.ok()) << ws.message;
+        Buf w(std::max<size_t>(bytes, 1));
+        ASSERT_EQ(cudaMemset(d.p, 0xFF, d.bytes), cudaSuccess);  // NaN
+        const tessera::Status st = tessera::gemm(g, nullptr, w.p, bytes);
+        ASSERT_TRUE(st.ok()) << st.message;
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        const auto got = d.host();
+        int64_t bad = 0;
+        for (int64_t i = 0; i < M * N; ++i) {
+          float x;
+          std::memcpy(&x, &got[size_t(i) * 4], 4);
+          if (!(x == want[size_t(i)]) && bad++ < 5)
+            ADD_FAILURE() << "D[" << i / N << "][" << i % N << "] = " << x << ", want " << want[size_t(i)];
+        }
+        EXPECT_EQ(bad, 0) << "of " << M * N << " elements";
+      }
+  }
+}
+
+// Invalid block-scale arguments with real device memory: INVALID_ARGUMENT naming the argument through
+// the C++ API, the C ABI, gemm_workspace_size and gemm_select_config, and nothing written. M = 64,
+// N = 300, K = 300: scale_a 64 x 3, scale_b 3 x 3.
+TEST_F(GemmFp8, BlockScalesInvalidArgumentsWriteNothing) {
+  const int64_t M = 64, N = 300, K = 300, KB = 3, NB = 3;
+  Buf a(size_t(M * K)), b(size_t(K * N)), d(size_t(M * N) * 4), sc(size_t(4 * (M * KB + KB * NB) + 256));
+  ASSERT_NO_FATAL_FAILURE(fill_bad_args_buffers(a, b, d, sc, 0x38));  // e4m3 1.0 (s8 1 ... 56: any values will do)
+  const std::vector<BadArgsTable::Kept> kept = {{d, "D"}, {a, "A"}, {b, "B"}, {sc, "the scales"}};
+  const Fp8ValidArgs valid{a, b, d, sc, M, N, K, ScaleMode::Block, M * KB + 4};
+  BadArgsTable bad(valid);
+  auto strides = [](int64_t (&s)[2], int64_t s0, int64_t s1) { s[0] = s0, s[1] = s1; };
+  bad.add("block scales on s8 operands", DType::BF16, "scale_mode",
+          [](tessera::GemmArgs& g) { g.a.dtype = g.b.dtype = DType::S8; });
+  bad.add("block scales on s8 operands, s32 D", DType::S32, "scale_mode",
+          [](tessera::GemmArgs& g) { g.a.dtype = g.b.dtype = DType::S8; });
+  bad.add("block scales on bf16 operands", DType::BF16, "scale_mode",
+          [](tessera::GemmArgs& g) { g.a.dtype = g.b.dtype = DType::BF16; });
+  bad.add("column-major D", DType::BF16, "d.layout", [&](tessera::GemmArgs& g) {
+    g.d = tessera::dense(d.p, DType::BF16, M, N, Layout::ColMajor);
+  });
+  bad.add("column-major D, f32, fast accumulation", DType::F32, "d.layout", [&](tessera::GemmArgs& g) {
+    g.d = tessera::dense(d.p, DType::F32, M, N, Layout::ColMajor);
+    g.precision = tessera::Precision::Fp8FastAccum;
+  });
+  bad.add("scale_a null", DType::BF16, "scale_a: null pointer", [](tessera::GemmArgs& g) { g.scale_a = nullptr; });
+  bad.add("scale_b null", DType::F16, "scale_b: null pointer", [](tessera::GemmArgs& g) { g.scale_b = nullptr; });
+  bad.add("scale_a null, K = 1 (one K block)", DType::BF16, "scale_a: null pointer", [&](tessera::GemmArgs& g) {
+    g.a = tessera::dense(a.p, DType::E4M3, M, 1, Layout::RowMajor);
+    g.b = tessera::dense(b.p, DType::E4M3, 1, N, Layout::ColMajor);
+    g.scale_a = nullptr;
+  });
+  bad.add("scale_a not 4-byte aligned", DType::BF16, "scale_a",
+          [&](tessera::GemmArgs& g) { g.scale_a = reinterpret_cast<const float*>(sc.c() + 2); });
+  // Scale strides that refuse: scale_a's, or scale_b's where on_b.
+  struct BadStrides {
+    const char* what;
+    DType dt;
+    bool on_b;
+    int64_t s0, s1;
+  };
+  const BadStrides bad_strides[] = {
+      {"scale_a_strides {2, 2}: neither stride 1", DType::BF16, false, 2, 2},
+      {"scale_a_strides {KB - 1, 1}: rows overlap", DType::BF16, false, KB - 1, 1},
+      {"scale_a_strides {1, M - 1}: columns overlap", DType::BF16, false, 1, M - 1},
+      {"scale_a_strides {0, 1}: rows broadcast", DType::BF16, false, 0, 1},
+      {"scale_a_strides {1, 0}: K blocks broadcast", DType::BF16, false, 1, 0},
+      {"scale_a_strides {-KB, 1}: negative", DType::BF16, false, -KB, 1},
+      {"scale_a_strides {1, 1}", DType::BF16, false, 1, 1},
+      {"scale_b_strides {NB - 1, 1}: rows overlap", DType::BF16, true, NB - 1, 1},
+      {"scale_b_strides {1, KB - 1}: columns overlap", DType::F32, true, 1, KB - 1},
+      {"scale_b_strides {1, 1}", DType::BF16, true, 1, 1},
+      {"scale_b_strides {3, 3}: neither stride 1", DType::F16, true, 3, 3},
+      {"scale_b_strides {NB, -1}: negative", DType::BF16, true, NB, -1},
+  };
+  for (const BadStrides& x : bad_strides)
+    bad.add(x.what, x.dt, x.on_b ? "scale_b_strides" : "scale_a_strides",
+            [&](tessera::GemmArgs& g) { strides(x.on_b ? g.scale_b_strides : g.scale_a_strides, x.s0, x.s1); });
+  bad.add("scale_a_strides with tensor scales", DType::BF16, "scale_a_strides", [&](tessera::GemmArgs& g) {
+    g.scale_mode = ScaleMode::Tensor;
+    strides(g.scale_a_strides, 1, M);
+  });
+  bad.add("scale_a_strides with row-wise scales", DType::F32, "scale_a_strides", [&](tessera::GemmArgs& g) {
+    g.scale_mode = ScaleMode::RowWise;
+    strides(g.scale_a_strides, KB, 1);
+  });
+  bad.add("scale_a_strides without scales", DType::BF16, "scale_a_strides", [&](tessera::GemmArgs& g) {
+    g.scale_mode = ScaleMode::None;
+    g.scale_a = g.scale_b = nullptr;
+    strides(g.scale_a_strides, 0, 1);
+  });
+  bad.add("scale_b_strides with row-wise scales", DType::BF16, "scale_b_strides", [&](tessera::GemmArgs& g) {
+    g.scale_mode = ScaleMode::RowWise;
+    strides(g.scale_b_strides, 1, KB);
+  });
+  bad.add("scale_b_strides with tensor scales on s8 operands", DType::BF16, "scale_b_strides",
+          [&](tessera::GemmArgs& g) {
+            g.a.dtype = g.b.dtype = DType::S8;
+            g.scale_mode = ScaleMode::Tensor;
+            strides(g.scale_b_strides, NB, 1);
+          });
+  bad.add("scale_a on top of D", DType::F32, "scale_a: overlaps d",
+          [&](tessera::GemmArgs& g) { g.scale_a = static_cast<const float*>(d.p); });
+  bad.add("scale_b's last element on D's first", DType::F32, "scale_b: overlaps d", [&](tessera::GemmArgs& g) {
+    // column-major with ld KB + 1: its last element 2 * (KB + 1) + KB - 1 floats past the pointer
+    strides(g.scale_b_strides, 1, KB + 1);
+    g.scale_b = static_cast<const float*>(d.p) - (2 * (KB + 1) + KB - 1);
+  });
+  ASSERT_NO_FATAL_FAILURE(bad.expect_each_refused(kept));
+  // Valid neighbours of the cases above: empty scale matrices (K = 0) may be null; a mode of extent 1
+  // takes any stride; and a valid call does write D (scales 0: an f32 D of zeros).
+  {
+    tessera::GemmArgs g = valid(DType::F32);
+    g.a = tessera::dense(a.p, DType::E4M3, M, 0, Layout::RowMajor);
+    g.b = tessera::dense(b.p, DType::E4M3, 0, N, Layout::ColMajor);
+    g.a.ld = g.b.ld = 1;  // (at least 1, whatever the extent)
+    g.scale_a = g.scale_b = nullptr;
+    size_t bytes = 0;
+    EXPECT_TRUE(tessera::gemm_workspace_size(g, &bytes).ok()) << "K = 0, null scales";
+    std::string name;
+    const tessera::Status st = tessera::gemm_select_config(g, &name);
+    EXPECT_TRUE(st.ok()) << "K = 0, null scales: " << st.message;
+  }
+  {
+    tessera::GemmArgs g = valid(DType::F32);
+    g.a = tessera::dense(a.p, DType::E4M3, 1, K, Layout::RowMajor);  // M = 1: scale_a's row stride any
+    g.d = tessera::dense(d.p, DType::F32, 1, N);
+    strides(g.scale_a_strides, 2, 1);
+    size_t bytes = 0;
+    const tessera::Status st = tessera::gemm_workspace_size(g, &bytes);
+    EXPECT_TRUE(st.ok()) << "M = 1, scale_a_strides {2, 1}: " << st.message;
+  }
+  tessera::GemmArgs g = valid(DType::F32);
+  strides(g.scale_a_strides, 1, M);
+  strides(g.scale_b_strides, 1, KB);
+  size_t bytes = 0;
+  ASSERT_TRUE(tessera::gemm_workspace_size(g, &bytes).ok());
+  Buf w(std::max<size_t>(bytes, 1));
+  const tessera::Status ok = tessera::gemm(g, nullptr, w.p, bytes);
+  ASSERT_TRUE(ok.ok()) << ok.message;
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(expect_each_element(d, M * N, 0.0f));
+}
+
 // More batches than one grid holds (65535): the launcher advances A and B by their 1-byte elements,
-// chunk by chunk; the scales stay shared. Last of the fp8 tests: a launch that faults leaves the
-// process's CUDA context unusable for the tests that run after it.
+// chunk by chunk; the scales stay shared (row-wise; and block scales, with B broadcast like a weight,
+// on the configs that run them). Last of the fp8 tests: a launch that faults leaves the process's CUDA
+// context unusable for the tests that run after it.
 TEST_F(GemmFp8, MoreBatchesThanOneGridHolds) {
   for (const std::string& cfg : fp8_config_names()) {
     Case c = fp8_case(cfg, DType::E4M3, DType::BF16, fp8_precision_for(cfg, tessera::Precision::Default),
@@ -2641,6 +3241,15 @@ TEST_F(GemmFp8, MoreBatchesThanOneGridHolds) {
     c.bias = tessera::BiasMode::PerColumn;
     expect_fp8_support(c);
     check("GemmFp8", fp8_group(cfg, c.precision) + " batch 65537", c);
+  }
+  for (const std::string& cfg : block_config_names()) {  // 2 K blocks, 2 N blocks
+    Case c = block_case(cfg, DType::E5M2, DType::BF16, tessera::Precision::Default, 1, {2, 136, 200},
+                        ScaleLayout::ColPadded, ScaleLayout::RowPadded);
+    c.batch = 65537;
+    c.b.batched = false;
+    c.bias = tessera::BiasMode::PerColumn;
+    expect_block_support(c);
+    check("GemmFp8", block_group(cfg, "batch 65537"), c);
   }
 }
 

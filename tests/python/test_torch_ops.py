@@ -237,6 +237,109 @@ def test_matmul_fp8_argument_errors_without_a_gpu():
                                      torch.empty(64, 48, device="meta", dtype=torch.float16), None, 0, 0, FAST_ACCUM)
 
 
+def _blocks(x):
+    """ceil(x / 128): the number of 128-wide blocks of K (or of N) block scales take."""
+    return -(-x // 128)
+
+
+@pytest.mark.parametrize("fp8", FP8_DTYPES)
+def test_matmul_fp8_block_scales_fake_dtypes_on_meta_tensors(fp8):
+    """Block scales (DeepSeek-V3's recipe): scale_a (M, ceil(K/128)) and scale_b (ceil(K/128), ceil(N/128)),
+    float32, row- or column-major; bfloat16 by default, float16 / float32 allowed, at either precision,
+    batched a with the scales shared; through the op (fake) and tessera.matmul alike."""
+    m, n, k = 64, 200, 300  # 3 K blocks (the last of 44), 2 N blocks (the last of 72)
+    a = torch.empty(3, m, k, device="meta", dtype=fp8)
+    b = torch.empty(n, k, device="meta", dtype=fp8).t()  # W.t() of an (N, K) weight
+    sa, sb = torch.empty(m, 3, device="meta"), torch.empty(3, 2, device="meta")
+    sa_t, sb_t = torch.empty(3, m, device="meta").t(), torch.empty(2, 3, device="meta").t()  # column-major
+    for scales in [(sa, sb), (sa_t, sb_t), (sa, sb_t), (sa_t, sb)]:
+        d = torch.ops.tessera.matmul(a, b, None, 1.0, 0.0, None, None, 0, 0, 0, *scales)
+        assert d.shape == (3, m, n) and d.dtype == torch.bfloat16 and d.device.type == "meta"
+        d = torch.ops.tessera.matmul(a[0], b, None, 1.0, 0.0, torch.float32, None, 0, 0, FAST_ACCUM, *scales)
+        assert d.shape == (m, n) and d.dtype == torch.float32
+        for out_dtype in (torch.float16, torch.float32, torch.bfloat16):
+            for precision in (None, "fast_accum"):
+                d = tessera.matmul(a, b, scale_a=scales[0], scale_b=scales[1], out_dtype=out_dtype, activation="relu",
+                                   bias=torch.empty(n, device="meta", dtype=out_dtype), precision=precision)
+                assert d.shape == (3, m, n) and d.dtype == out_dtype
+        for dtype in (torch.float16, torch.float32, torch.bfloat16):
+            out = torch.empty(3, m, n, device="meta", dtype=dtype)
+            assert tessera.matmul(a, b, scale_a=scales[0], scale_b=scales[1], out=out) is out
+    # one K block (K <= 128): scale_a (M, 1) as a row-wise one would be, scale_b (1, ceil(N/128))
+    a1, b1 = torch.empty(m, 100, device="meta", dtype=fp8), torch.empty(n, 100, device="meta", dtype=fp8).t()
+    d = tessera.matmul(a1, b1, scale_a=torch.empty(m, 1, device="meta"), scale_b=torch.empty(1, 2, device="meta"))
+    assert d.shape == (m, n) and d.dtype == torch.bfloat16
+
+
+def test_matmul_fp8_block_scales_argument_errors_without_a_gpu():
+    """Misshapen block scales raise ValueError naming the misshapen one (meta tensors: no CUDA needed); block
+    scales are for fp8 operands."""
+    e4 = torch.float8_e4m3fn
+    m, n, k = 64, 200, 300  # scale_a (64, 3), scale_b (3, 2)
+    a = torch.empty(m, k, device="meta", dtype=e4)
+    b = torch.empty(k, n, device="meta", dtype=e4)
+
+    def s(*shape):
+        return torch.empty(*shape, device="meta")
+
+    sa, sb = s(m, _blocks(k)), s(_blocks(k), _blocks(n))
+    assert sa.shape == (64, 3) and sb.shape == (3, 2)
+    cases = [
+        (dict(scale_a=s(m, 2), scale_b=sb), r"scale_a"),  # too few K blocks
+        (dict(scale_a=s(m, 4), scale_b=sb), r"scale_a"),  # too many
+        (dict(scale_a=s(3, m), scale_b=sb), r"scale_a"),  # (K blocks, M): the transposed shape
+        (dict(scale_a=s(m + 1, 3), scale_b=sb), r"scale_a"),
+        (dict(scale_a=s(1, m, 3), scale_b=sb), r"scale_a"),  # 3-D: block scales are 2-D, shared by the batches
+        (dict(scale_a=s(m * 3), scale_b=sb), r"scale_a"),  # flat
+        (dict(scale_a=sa, scale_b=s(2, 3)), r"scale_b"),  # the transposed shape
+        (dict(scale_a=sa, scale_b=s(3, 3)), r"scale_b"),
+        (dict(scale_a=sa, scale_b=s(2, 2)), r"scale_b"),
+        (dict(scale_a=sa, scale_b=s(3, 1)), r"scale_b"),
+        (dict(scale_a=sa, scale_b=s(1, 3, 2)), r"scale_b"),
+        (dict(scale_a=sa, scale_b=s(3, n)), r"scale_b"),  # one per column of b per K block: not a form
+        # block scales beside row-wise or per-tensor ones: either may be named
+        (dict(scale_a=sa, scale_b=s(1, n)), r"scale_[ab]"),
+        (dict(scale_a=sa, scale_b=s(n)), r"scale_[ab]"),
+        (dict(scale_a=s(m, 1), scale_b=sb), r"scale_[ab]"),
+        (dict(scale_a=s(m), scale_b=sb), r"scale_[ab]"),
+        (dict(scale_a=sa, scale_b=s(1)), r"scale_[ab]"),
+        (dict(scale_a=s(1), scale_b=sb), r"scale_[ab]"),
+        (dict(scale_a=sa.double(), scale_b=sb), r"scale_a: must be float32, got torch\.float64"),
+        (dict(scale_a=sa, scale_b=sb.half()), r"scale_b: must be float32, got torch\.float16"),
+        (dict(scale_a=sa), r"scale_b: missing"),
+        (dict(scale_b=sb), r"scale_a: missing"),
+    ]
+    for kwargs, pattern in cases:
+        with pytest.raises(ValueError, match=pattern):
+            tessera.matmul(a, b, **kwargs)
+    # int8 operands take scales per tensor or row-wise only
+    ai, bi = torch.empty(m, k, device="meta", dtype=torch.int8), torch.empty(k, n, device="meta", dtype=torch.int8)
+    for out_dtype in (None, torch.float32):
+        with pytest.raises(ValueError, match=r"scale_[ab]"):
+            tessera.matmul(ai, bi, scale_a=sa, scale_b=sb, out_dtype=out_dtype)
+    with pytest.raises(ValueError, match=r"scale_[ab]"):
+        tessera.matmul(ai, bi, scale_a=sa, scale_b=sb, out=torch.empty(m, n, device="meta", dtype=torch.bfloat16))
+    # ... also with one K block, where scale_a (M, 1) is row-wise in form but scale_b (1, ceil(N/128)) is not (1, N)
+    with pytest.raises(ValueError, match=r"scale_b"):
+        tessera.matmul(torch.empty(m, 100, device="meta", dtype=torch.int8),
+                       torch.empty(100, n, device="meta", dtype=torch.int8), scale_a=s(m, 1), scale_b=s(1, 2))
+    # 16-bit operands take no scales at all
+    h = torch.empty(m, k, device="meta", dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"scale_a, scale_b: dequantise int8 or fp8 operands; a and b are "
+                                         r"torch\.float16"):
+        tessera.matmul(h, torch.empty(k, n, device="meta", dtype=torch.float16), scale_a=sa, scale_b=sb)
+    # the ops check the same (traced and compiled calls reach them directly)
+    with pytest.raises(ValueError, match=r"scale_a"):
+        torch.ops.tessera.matmul(a, b, None, 1.0, 0.0, None, None, 0, 0, 0, s(m, 2), sb)
+    with pytest.raises(ValueError, match=r"scale_b"):
+        torch.ops.tessera.matmul(a, b, None, 1.0, 0.0, None, None, 0, 0, 0, sa, s(2, 3))
+    with pytest.raises(ValueError, match=r"scale_b"):
+        torch.ops.tessera.matmul_out(a, b, None, 1.0, 0.0, torch.empty(m, n, device="meta", dtype=torch.bfloat16),
+                                     None, 0, 0, 0, sa, s(3, 3))
+    with pytest.raises(ValueError, match=r"scale_[ab]"):
+        torch.ops.tessera.matmul(ai, bi, None, 1.0, 0.0, None, None, 0, 0, 0, sa, sb)
+
+
 def test_attention_fake_shapes_on_meta_tensors():
     q = torch.empty(2, 100, 8, 64, device="meta", dtype=torch.float16)
     k = torch.empty(2, 50, 2, 64, device="meta", dtype=torch.float16)
@@ -1177,33 +1280,44 @@ def test_matmul_fp8_long_k_default_and_fast_accum(fp8):
     check_fp8(op, ref, absref, torch.float32, fp8_acc_tol(k, True))
 
 
-@hopper
-@pytest.mark.parametrize("fp8", FP8_DTYPES)
-@pytest.mark.parametrize("activation", [None, "relu"])
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
-def test_matmul_fp8_bias_activation_and_c(fp8, activation, dtype):
-    act = torch.relu if activation == "relu" else (lambda x: x)
-    m, n, k = 300, 136, 200
+def check_fp8_bias_activation_and_c(fp8, activation, dtype, k, scales, reference):
+    """A (300, k) fp8 `fp8` times a column-major B (k, 136), scaled by scales(m, n, k) -> (scale_a, scale_b),
+    with a bias and the activation into dtype, against reference(a, b, scale_a, scale_b) -> (ref, absref); then
+    batched, alpha and beta * c, one bias for every batch, into out=. Returns (a, b, bias) for more checks."""
+    act = _TORCH_ACTIVATIONS[activation]
+    m, n = 300, 136
     a, b = rand_fp8(m, k, dtype=fp8), fp8_operand((k, n), "col", fp8)
-    sa, sb = fp8_scales("rowwise", m, n)
+    sa, sb = scales(m, n, k)
     bias = rand(n, dtype=dtype)
     acc = fp8_acc_tol(k, False)
-    scaled, absref = fp8_reference(a, b, sa, sb)
+    scaled, absref = reference(a, b, sa, sb)
     got = tessera.matmul(a, b, scale_a=sa, scale_b=sb, bias=bias, activation=activation, out_dtype=dtype)
     check_fp8(got, act(scaled + bias.double()), absref, dtype, acc, atol_frac=2 ** -20)
-    # without scales, fast_accum, a bias of another dtype (converted to the output's)
-    plain, plain_abs = fp8_reference(a, b)
-    got = tessera.matmul(a, b, bias=bias.float(), activation=activation, out_dtype=dtype, precision="fast_accum")
-    check_fp8(got, act(plain + bias.to(dtype).double()), plain_abs, dtype, fp8_acc_tol(k, True), atol_frac=2 ** -20)
     # batched, alpha and beta * c, one bias for every batch, into out=
     a3 = rand_fp8(3, m, k, dtype=fp8)
     c = rand(3, m, n, dtype=dtype)
-    s3, abs3 = fp8_reference(a3, b, sa, sb)
+    s3, abs3 = reference(a3, b, sa, sb)
     ref3 = act(0.5 * s3 - 1.25 * c.double() + bias.double())
     out3 = torch.full((3, m, n), float("nan"), dtype=dtype, device="cuda")
     tessera.matmul(a3, b, c=c, alpha=0.5, beta=-1.25, bias=bias, activation=activation, scale_a=sa, scale_b=sb,
                    out=out3)
     check_fp8(out3, ref3, 0.5 * abs3, dtype, acc, atol_frac=2 ** -20 if dtype == torch.float32 else 2 ** -9)
+    return a, b, bias
+
+
+@hopper
+@pytest.mark.parametrize("fp8", FP8_DTYPES)
+@pytest.mark.parametrize("activation", [None, "relu"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_matmul_fp8_bias_activation_and_c(fp8, activation, dtype):
+    k = 200
+    a, b, bias = check_fp8_bias_activation_and_c(fp8, activation, dtype, k,
+                                                 lambda m, n, k: fp8_scales("rowwise", m, n), fp8_reference)
+    # without scales, fast_accum, a bias of another dtype (converted to the output's)
+    act = _TORCH_ACTIVATIONS[activation]
+    plain, plain_abs = fp8_reference(a, b)
+    got = tessera.matmul(a, b, bias=bias.float(), activation=activation, out_dtype=dtype, precision="fast_accum")
+    check_fp8(got, act(plain + bias.to(dtype).double()), plain_abs, dtype, fp8_acc_tol(k, True), atol_frac=2 ** -20)
 
 
 @hopper
@@ -1309,6 +1423,270 @@ def test_matmul_fp8_off_hopper_raises_not_implemented():
         tessera.matmul(a, b)
     with pytest.raises(NotImplementedError):
         torch.ops.tessera.matmul(a, b, None, 1.0, 0.0, None)
+    # block scales too (scale_a (64, 3), scale_b (3, 2))
+    a, b = rand_fp8(64, 300), rand_fp8(200, 300).t()
+    sa, sb = torch.ones(64, 3, device="cuda"), torch.ones(3, 2, device="cuda")
+    with pytest.raises(NotImplementedError):
+        tessera.matmul(a, b, scale_a=sa, scale_b=sb)
+    with pytest.raises(NotImplementedError):
+        torch.ops.tessera.matmul(a, b, None, 1.0, 0.0, None, None, 0, 0, 0, sa, sb)
+
+
+# ------------------------------------------------------------------ fp8 block scales (Hopper)
+
+
+def block_scale_tensor(rows, cols, layout):
+    """A float32 (rows, cols) CUDA tensor of 2^u, u uniform in [-4, 2) (so that a scale taken from the wrong
+    block is off by up to 64x), row-major ("row"), column-major ("col": a transposed view), or either with a
+    padded leading dimension whose padding is NaN ("row_padded", "col_padded")."""
+    vals = torch.exp2(torch.rand(rows, cols, device="cuda") * 6 - 4)
+    if layout == "row":
+        return vals
+    if layout == "col":
+        return vals.t().contiguous().t()
+    if layout == "row_padded":
+        t = torch.full((rows, cols + 3), float("nan"), device="cuda")[:, :cols]
+    else:
+        assert layout == "col_padded"
+        t = torch.full((cols, rows + 5), float("nan"), device="cuda")[:, :rows].t()
+    t.copy_(vals)
+    return t
+
+
+def block_scales(m, n, k, layouts=("row", "row")):
+    """(scale_a (M, ceil(K/128)), scale_b (ceil(K/128), ceil(N/128))) laid out as `layouts` says."""
+    return (block_scale_tensor(m, _blocks(k), layouts[0]),
+            block_scale_tensor(_blocks(k), _blocks(n), layouts[1]))
+
+
+def block_reference(a, b, scale_a, scale_b):
+    """(ref, absref) in fp64 for block-scaled fp8 a (.., M, K) and b (.., K, N): the operands dequantised,
+    a's element (m, k) times scale_a[m, k // 128] and b's (k, n) times scale_b[k // 128, n // 128], then
+    multiplied (and their |.| likewise, for the accumulation bound). The scales are shared by the batches."""
+    k, n = a.shape[-1], b.shape[-1]
+    kblk = torch.arange(k, device=a.device) // 128
+    nblk = torch.arange(n, device=a.device) // 128
+    a64 = a.float().double() * scale_a.double()[:, kblk]
+    b64 = b.float().double() * scale_b.double()[kblk][:, nblk]
+    return torch.matmul(a64, b64), torch.matmul(a64.abs(), b64.abs())
+
+
+BLOCK_LAYOUTS = [("row", "row"), ("col", "col"), ("row", "col"), ("col", "row"), ("col_padded", "row_padded"),
+                 ("row_padded", "col_padded")]
+
+
+@hopper
+@pytest.mark.parametrize("fp8", FP8_DTYPES)
+@pytest.mark.parametrize("mnk", [(1, 1, 128), (77, 129, 128), (129, 77, 256), (64, 200, 100), (300, 1000, 1000),
+                                 (1000, 300, 4096), (77, 300, 8192), (2048, 2048, 256)])
+@pytest.mark.parametrize("layouts", BLOCK_LAYOUTS)
+def test_matmul_fp8_block_scales_match_dequantised_reference(fp8, mnk, layouts):
+    """a (M, K) and b = W.t() of an (N, K) weight with block scales, against the dequantised operands
+    multiplied in fp64: K of one block, two, a ragged last block (1000 = 7 x 128 + 104), 4096 and 8192; M
+    and N above and below 128, N not a multiple of it; both scales row- or column-major (padded too); into
+    bfloat16 (the default), float16 and float32, and at precision "fast_accum" (block scales promote the
+    sums all the same: the default's bound)."""
+    m, n, k = mnk
+    a = rand_fp8(m, k, dtype=fp8)
+    b = rand_fp8(n, k, dtype=fp8).t()
+    sa, sb = block_scales(m, n, k, layouts)
+    ref, absref = block_reference(a, b, sa, sb)
+    acc = fp8_acc_tol(k, False)
+    check_fp8(tessera.matmul(a, b, scale_a=sa, scale_b=sb), ref, absref, torch.bfloat16, acc)
+    for dtype in (torch.float16, torch.float32):
+        check_fp8(tessera.matmul(a, b, scale_a=sa, scale_b=sb, out_dtype=dtype), ref, absref, dtype, acc)
+    out = torch.full((m, n), float("nan"), dtype=torch.float32, device="cuda")
+    assert tessera.matmul(a, b, scale_a=sa, scale_b=sb, out=out, precision="fast_accum") is out
+    check_fp8(out, ref, absref, torch.float32, acc)
+
+
+@hopper
+@pytest.mark.parametrize("fp8", FP8_DTYPES)
+@pytest.mark.parametrize("mnk", [(129, 300, 1000), (33, 17, 300), (1, 130, 129)])
+@pytest.mark.parametrize("majors", FP8_MAJORS)
+def test_matmul_fp8_block_scales_operand_majors(fp8, mnk, majors):
+    """Every major of a and b (transposed views copied K-major by the library, other strides copied by the
+    wrapper) with block scales, into a fresh bfloat16 output and a NaN-filled float32 out= with alpha."""
+    m, n, k = mnk
+    a, b = fp8_operand((m, k), majors[0], fp8), fp8_operand((k, n), majors[1], fp8)
+    sa, sb = block_scales(m, n, k, ("col", "row"))
+    ref, absref = block_reference(a, b, sa, sb)
+    acc = fp8_acc_tol(k, False)
+    check_fp8(tessera.matmul(a, b, scale_a=sa, scale_b=sb), ref, absref, torch.bfloat16, acc)
+    out = torch.full((m, n), float("nan"), dtype=torch.float32, device="cuda")
+    assert tessera.matmul(a, b, scale_a=sa, scale_b=sb, out=out, alpha=-0.5) is out
+    check_fp8(out, -0.5 * ref, 0.5 * absref, torch.float32, acc)
+
+
+@hopper
+@pytest.mark.parametrize("fp8", FP8_DTYPES)
+@pytest.mark.parametrize(
+    "a_shape, b_shape",
+    [((3, 200, 300), (300, 136)), ((3, 96, 1000), (3, 1000, 260)), ((1, 77, 256), (4, 256, 129)),
+     ((4, 33, 130), (1, 130, 200))],
+)
+def test_matmul_fp8_block_scales_batched(fp8, a_shape, b_shape):
+    """Batched a (and b, or either broadcast) with 2-D block scales shared by every batch; then a batch of
+    column-major a matrices (copied K-major by the library)."""
+    m, k, n = a_shape[-2], a_shape[-1], b_shape[-1]
+    a = rand_fp8(*a_shape, dtype=fp8)
+    b = rand_fp8(*b_shape[:-2], n, k, dtype=fp8).transpose(-1, -2)  # K-major weights
+    sa, sb = block_scales(m, n, k, ("col", "row"))
+    ref, absref = block_reference(a, b, sa, sb)
+    acc = fp8_acc_tol(k, False)
+    d = tessera.matmul(a, b, scale_a=sa, scale_b=sb)
+    assert d.shape == ref.shape
+    check_fp8(d, ref, absref, torch.bfloat16, acc)
+    at = rand_fp8(a_shape[0], k, m, dtype=fp8).transpose(1, 2)  # (L, M, K), column-major matrices
+    ref, absref = block_reference(at, b, sa, sb)
+    check_fp8(tessera.matmul(at, b, scale_a=sa, scale_b=sb, out_dtype=torch.float32), ref, absref, torch.float32,
+              acc)
+
+
+@hopper
+@pytest.mark.parametrize("fp8", FP8_DTYPES)
+@pytest.mark.parametrize("activation", [None, "relu", "gelu"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_matmul_fp8_block_scales_bias_activation_and_c(fp8, activation, dtype):
+    check_fp8_bias_activation_and_c(fp8, activation, dtype, 1000,
+                                    lambda m, n, k: block_scales(m, n, k, ("row", "col")), block_reference)
+
+
+@hopper
+@pytest.mark.parametrize("fp8", FP8_DTYPES)
+def test_matmul_fp8_block_scales_long_k_promote_with_fast_accum_too(fp8):
+    """K = 8192 of positive values (every rounding of a running sum errs the same way): block-scaled sums
+    stay within the promoted bound whether or not precision="fast_accum" is asked for (block scales are
+    applied as the sums are promoted, every 128 K); also through the op."""
+    m, n, k = 128, 256, 8192
+    a = torch.rand(m, k, device="cuda").to(fp8)
+    b = torch.rand(n, k, device="cuda").to(fp8).t()
+    sa, sb = block_scales(m, n, k, ("col", "row"))
+    ref, absref = block_reference(a, b, sa, sb)
+    for precision in (None, "fast_accum"):
+        out = tessera.matmul(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.float32, precision=precision)
+        check_fp8(out, ref, absref, torch.float32, fp8_acc_tol(k, False))
+    op = torch.ops.tessera.matmul(a, b, None, 1.0, 0.0, torch.float32, None, 0, 0, FAST_ACCUM, sa, sb)
+    check_fp8(op, ref, absref, torch.float32, fp8_acc_tol(k, False))
+
+
+@hopper
+def test_matmul_fp8_block_scales_degenerate_sizes():
+    """K = 0 (no K blocks: scale_a (M, 0), scale_b (0, ceil(N/128))) gives zeros (plus the bias); M = 0 or
+    N = 0 an empty output; a single element, one partial block each way."""
+    def ones(*shape):
+        return torch.ones(*shape, device="cuda")
+
+    d = tessera.matmul(rand_fp8(16, 0), rand_fp8(0, 200), scale_a=ones(16, 0), scale_b=ones(0, 2))
+    assert d.dtype == torch.bfloat16 and d.shape == (16, 200) and (d == 0).all()
+    bias = rand(200, dtype=torch.float32)
+    d = tessera.matmul(rand_fp8(16, 0), rand_fp8(0, 200), scale_a=ones(16, 0), scale_b=ones(0, 2), bias=bias,
+                       out_dtype=torch.float32)
+    assert torch.equal(d, bias.expand(16, 200))
+    d = tessera.matmul(rand_fp8(0, 300), rand_fp8(300, 200), scale_a=ones(0, 3), scale_b=ones(3, 2))
+    assert d.shape == (0, 200) and d.dtype == torch.bfloat16
+    d = tessera.matmul(rand_fp8(5, 300), rand_fp8(300, 0), scale_a=ones(5, 3), scale_b=ones(3, 0))
+    assert d.shape == (5, 0)
+    a, b = rand_fp8(1, 1), rand_fp8(1, 1)
+    sa, sb = torch.full((1, 1), 0.25, device="cuda"), torch.full((1, 1), 8.0, device="cuda")
+    d = tessera.matmul(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.float32)
+    assert d.item() == 2.0 * a.float().item() * b.float().item()
+
+
+@hopper
+def test_matmul_fp8_block_scales_bad_inputs_raise():
+    m, n, k = 64, 200, 300  # scale_a (64, 3), scale_b (3, 2)
+    a, b = rand_fp8(m, k), rand_fp8(n, k).t()
+    sa, sb = block_scales(m, n, k)
+    cases = [
+        (dict(scale_a=sa[:, :2], scale_b=sb), r"scale_a"),
+        (dict(scale_a=sa.t(), scale_b=sb), r"scale_a"),
+        (dict(scale_a=sa.unsqueeze(0), scale_b=sb), r"scale_a"),
+        (dict(scale_a=sa, scale_b=sb[:, :1]), r"scale_b"),
+        (dict(scale_a=sa, scale_b=sb.t()), r"scale_b"),
+        (dict(scale_a=sa, scale_b=torch.ones(1, n, device="cuda")), r"scale_[ab]"),
+        (dict(scale_a=sa.cpu(), scale_b=sb), r"scale_a: must be a CUDA tensor"),
+        (dict(scale_a=sa, scale_b=sb.cpu()), r"scale_b: must be a CUDA tensor"),
+        (dict(scale_a=sa.double(), scale_b=sb), r"scale_a: must be float32"),
+        (dict(scale_a=sa), r"scale_b: missing"),
+    ]
+    for kwargs, pattern in cases:
+        with pytest.raises(ValueError, match=pattern):
+            tessera.matmul(a, b, **kwargs)
+    # int8 operands: block scales are fp8's
+    ai, bi = rand_i8(m, k), rand_i8(k, n)
+    for out_dtype in (None, torch.float32):
+        with pytest.raises(ValueError, match=r"scale_[ab]"):
+            tessera.matmul(ai, bi, scale_a=sa, scale_b=sb, out_dtype=out_dtype)
+    with pytest.raises(ValueError, match=r"scale_b"):  # one K block: scale_b (1, 2) is not (1, N)
+        tessera.matmul(rand_i8(m, 100), rand_i8(100, n), scale_a=torch.ones(m, 1, device="cuda"),
+                       scale_b=torch.ones(1, 2, device="cuda"))
+    with pytest.raises(ValueError, match=r"scale_a, scale_b: dequantise int8 or fp8 operands"):
+        tessera.matmul(rand(m, k), rand(k, n), scale_a=sa, scale_b=sb)
+
+
+@hopper
+def test_matmul_fp8_block_scales_opcheck_compile_and_graphs():
+    e4, e5 = torch.float8_e4m3fn, torch.float8_e5m2
+    m, n, k = 64, 200, 300
+    a, b = rand_fp8(m, k, dtype=e4), rand_fp8(n, k, dtype=e4).t()
+    sa, sb = block_scales(m, n, k, ("col", "row"))
+    bias = rand(n, dtype=torch.bfloat16)
+    # test_schema compares the inputs before and after with allclose, which torch has no fp8 kernel for
+    utils = ("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
+    for args in [(a, b, None, 1.0, 0.0, None, None, 0, 0, 0, sa, sb),
+                 (a, b, None, 1.0, 0.0, torch.float32, bias, 1, 0, FAST_ACCUM, sa, sb)]:
+        torch.library.opcheck(torch.ops.tessera.matmul.default, args, test_utils=utils)
+    torch.library.opcheck(torch.ops.tessera.matmul_out.default,
+                          (a, b, None, 1.0, 0.0, torch.empty(m, n, dtype=torch.float16, device="cuda"), None, 0, 0, 0,
+                           sa, sb), test_utils=utils)
+
+    torch._dynamo.reset()
+
+    def f(a, b, a5, b5, sa, sb, bias):
+        deq = tessera.matmul(a, b, scale_a=sa, scale_b=sb, bias=bias, activation="relu")
+        f32 = tessera.matmul(a5, b5, scale_a=sa, scale_b=sb, out_dtype=torch.float32, precision="fast_accum")
+        return deq * 2, f32, f32.sum(-1)
+
+    a5, b5 = rand_fp8(3, m, k, dtype=e5), rand_fp8(n, k, dtype=e5).t()  # batched a, shared scales
+    compiled = torch.compile(f, fullgraph=True)(a, b, a5, b5, sa, sb, bias)
+    assert [x.dtype for x in compiled] == [torch.bfloat16, torch.float32, torch.float32]
+    acc = fp8_acc_tol(k, False)
+    ref, absref = block_reference(a, b, sa, sb)
+    check_fp8(compiled[0], 2 * torch.relu(ref + bias.double()), 2 * absref, torch.bfloat16, acc, atol_frac=2 ** -20)
+    ref, absref = block_reference(a5, b5, sa, sb)
+    check_fp8(compiled[1], ref, absref, torch.float32, acc)
+    # the same kernels either way (bitwise equal); Inductor compiles the row sum its own way
+    eager = f(a, b, a5, b5, sa, sb, bias)
+    for x, y in zip(eager[:2], compiled[:2]):
+        torch.testing.assert_close(x, y, rtol=0, atol=0)
+    torch.testing.assert_close(eager[2], compiled[2], rtol=1e-4, atol=1e-4)
+
+    # CUDA graphs: capture (also an unaligned K, whose operands are copied into the workspace), replay with
+    # new operands and new scales written into the same tensors
+    ua, ub = rand_fp8(65, 299, dtype=e4), rand_fp8(299, 130, dtype=e4)
+    usa, usb = block_scales(65, 130, 299, ("row", "col"))
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm up outside the capture
+        tessera.matmul(a, b, scale_a=sa, scale_b=sb), tessera.matmul(ua, ub, scale_a=usa, scale_b=usb)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        d = tessera.matmul(a, b, scale_a=sa, scale_b=sb)
+        ud = tessera.matmul(ua, ub, scale_a=usa, scale_b=usb, out_dtype=torch.float32)
+    for _ in range(2):
+        a.copy_(rand_fp8(m, k, dtype=e4))
+        ua.copy_(rand_fp8(65, 299, dtype=e4))
+        sa.copy_(block_scales(m, n, k)[0])  # in place: sa keeps its column-major strides
+        usb.copy_(block_scales(65, 130, 299)[1])
+        g.replay()
+        torch.cuda.synchronize()
+        ref, absref = block_reference(a, b, sa, sb)
+        check_fp8(d, ref, absref, torch.bfloat16, acc)
+        ref, absref = block_reference(ua, ub, usa, usb)
+        check_fp8(ud, ref, absref, torch.float32, fp8_acc_tol(299, False))
+
 
 
 # ------------------------------------------------------------------ op checks, compile, graphs
