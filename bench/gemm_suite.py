@@ -48,12 +48,15 @@ QUICK_SHAPES = [
 # the exact int32 sums against cuBLASLt's int8 GEMM (CUBLAS_COMPUTE_32I), verified bit for bit; bf16
 # for the fp8 operands (Hopper only), scales per tensor (the binary's default), against cuBLASLt's fp8
 # GEMM with the same scales and accumulation mode: e4m3 with the sums promoted every 128 K, e4m3_fast
-# with --fast-accum (the tensor cores' own accumulation), e5m2 against cuBLASLt's e5m2 x e4m3).
+# with --fast-accum (the tensor cores' own accumulation), e5m2 against cuBLASLt's e5m2 x e4m3;
+# e4m3_block with DeepSeek-V3's block scales (1 x 128 of A, 128 x 128 of B; --scales block, row-major
+# D) against cuBLASLt's own block scaling (VEC128_32F x BLK128x128_32F), whose D is verified too).
 DTYPES = {"bf16": "bf16", "fp16": "f16", "f16": "f16", "tf32": "tf32", "tf32x3": "tf32x3", "int8": "int8",
-          "e4m3": "e4m3", "e4m3_fast": "e4m3", "e5m2": "e5m2"}
-OUT_DTYPES = {"tf32": "f32", "tf32x3": "f32", "int8": "s32", "e4m3": "bf16", "e4m3_fast": "bf16", "e5m2": "bf16"}
-EXTRA_ARGS = {"e4m3_fast": ["--fast-accum"]}
-FP8_DTYPES = {"e4m3", "e4m3_fast", "e5m2"}  # sm_90 only: skipped on other GPUs
+          "e4m3": "e4m3", "e4m3_fast": "e4m3", "e4m3_block": "e4m3", "e5m2": "e5m2"}
+OUT_DTYPES = {"tf32": "f32", "tf32x3": "f32", "int8": "s32", "e4m3": "bf16", "e4m3_fast": "bf16", "e4m3_block": "bf16",
+              "e5m2": "bf16"}
+EXTRA_ARGS = {"e4m3_fast": ["--fast-accum"], "e4m3_block": ["--scales", "block", "--d-row-major"]}
+FP8_DTYPES = {"e4m3", "e4m3_fast", "e4m3_block", "e5m2"}  # sm_90 only: skipped on other GPUs
 
 # Exit codes of the binary (tools/check.hpp).
 EXIT_VERIFY_FAILED, EXIT_TESSERA_ERROR, EXIT_NO_DEVICE = 1, 2, 3
@@ -167,12 +170,16 @@ def fmt(x, spec):
 
 
 def verify_cell(row):
-    v = (row["result"] or {}).get("verify")
+    r = row["result"] or {}
+    v = r.get("verify")
     if not v:
         return "-"
+    # cuBLASLt's own D, where the binary checked it (block scales): a failure means it was not timed.
+    lt = r.get("cublas_verify")
+    lt_fail = f" (cuBLAS D FAIL {fmt(lt.get('rel_err'), '.1e')})" if lt and not lt["pass"] else ""
     if v.get("exact"):  # an int32 D, compared bit for bit
-        return "PASS exact" if v["pass"] else f"FAIL {v.get('mismatches')} differ"
-    return f"{'PASS' if v['pass'] else 'FAIL'} {fmt(v.get('rel_err'), '.1e')}"
+        return ("PASS exact" if v["pass"] else f"FAIL {v.get('mismatches')} differ") + lt_fail
+    return f"{'PASS' if v['pass'] else 'FAIL'} {fmt(v.get('rel_err'), '.1e')}{lt_fail}"
 
 
 def unit(row):
@@ -231,7 +238,7 @@ def markdown(meta, rows):
             "cublas_anchor field says what it ran).",
             "",
         ]
-    if FP8_DTYPES & set(meta["dtypes"]):
+    if (FP8_DTYPES - {"e4m3_block"}) & set(meta["dtypes"]):
         lines += [
             "fp8 rows (e4m3, e4m3_fast = --fast-accum, e5m2): operands in [-4, 4] as the fp8 type holds them, one "
             "fp32 scale each, bf16 D; verified against cuBLASLt's fp32 GEMM of the operands widened to fp32 "
@@ -240,6 +247,16 @@ def markdown(meta, rows):
             "operands, zero-padded to multiples of 16 where needed (7777 -> 7792, not counted in its TFLOP/s); "
             "e5m2 against cuBLASLt's e5m2 x e4m3 (it has no e5m2 x e5m2 GEMM). The binary's cublas_anchor field "
             "says what it ran.",
+            "",
+        ]
+    if "e4m3_block" in meta["dtypes"]:
+        lines += [
+            "e4m3_block rows: DeepSeek-V3's block scales (fp32, one per row of A and 128 of K, one per 128 x 128 "
+            "block of B, spread over a 15x range), row-major bf16 D; verified against cuBLASLt's fp32 GEMM of the "
+            "operands widened to fp32 with their block scales applied; cuBLAS = cuBLASLt's fp8 GEMM with its own "
+            "block scaling (VEC128_32F x BLK128x128_32F on the same scale buffers, FAST_ACCUM 0), whose D is "
+            "verified against the same reference (\"cuBLAS D FAIL\": it was not timed; the binary's cublas_note "
+            "says why, or why cuBLASLt refused the shape).",
             "",
         ]
     lines += [
@@ -313,8 +330,8 @@ def parse_args(argv):
                    help="small subset: 4096^3, 8192^3, 7777^3, 128x4096x4096, 4096x28672x4096, 1000^3 (bf16 only "
                         "unless --dtypes)")
     p.add_argument("--dtypes", default=None,
-                   help="comma-separated from bf16, fp16, tf32, tf32x3, int8, e4m3, e4m3_fast, e5m2 (fp8: sm_90 "
-                        "only) (default: bf16,fp16; --quick: bf16)")
+                   help="comma-separated from bf16, fp16, tf32, tf32x3, int8, e4m3, e4m3_fast, e4m3_block, e5m2 (fp8: "
+                        "sm_90 only) (default: bf16,fp16; --quick: bf16)")
     p.add_argument("--out", default=str(ROOT / "bench" / "results"), help="output folder (default: %(default)s)")
     p.add_argument("--timeout", type=float, default=300, help="seconds per shape (default: %(default)s)")
     p.add_argument("--iters", type=int, default=20, help="timed samples per library (default: %(default)s)")
@@ -324,7 +341,7 @@ def parse_args(argv):
     unknown = [d for d in dtypes if d not in DTYPES]
     if unknown:
         p.error(f"--dtypes: unknown {', '.join(unknown)} "
-                "(expected bf16, fp16, tf32, tf32x3, int8, e4m3, e4m3_fast, e5m2)")
+                "(expected bf16, fp16, tf32, tf32x3, int8, e4m3, e4m3_fast, e4m3_block, e5m2)")
     args.dtypes = dtypes
     return args
 

@@ -90,21 +90,24 @@ LtGemm::LtGemm(cublasLtHandle_t handle, const GemmProblem& p, DType d_dtype, siz
     if (slot_b)
       CLI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_.get(), CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &slot_b,
                                                       sizeof slot_b));
-    if (fp8->outer_vec) {
+    if (fp8->scales != LtScales::Scalar) {
 #if defined(CUBLAS_VERSION) && CUBLAS_VERSION >= 120900
-      const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-      const cublasStatus_t sa =
-          cublasLtMatmulDescSetAttribute(op_.get(), CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode);
+      const bool block = fp8->scales == LtScales::Block;
+      const int32_t mode_a = block ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+      const int32_t mode_b = block ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+      const int32_t slot_mode_a = swap_ab_ ? mode_b : mode_a, slot_mode_b = swap_ab_ ? mode_a : mode_b;
+      const cublasStatus_t sa = cublasLtMatmulDescSetAttribute(op_.get(), CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
+                                                               &slot_mode_a, sizeof slot_mode_a);
       const cublasStatus_t sb = sa != CUBLAS_STATUS_SUCCESS ? sa
-                                : cublasLtMatmulDescSetAttribute(op_.get(), CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode,
-                                                                 sizeof mode);
+                                : cublasLtMatmulDescSetAttribute(op_.get(), CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
+                                                                 &slot_mode_b, sizeof slot_mode_b);
       if (sb != CUBLAS_STATUS_SUCCESS) {
         if (!required) return;  // found_ stays false
         CLI_CUBLAS_CHECK(sb);
       }
 #else
       if (!required) return;
-      throw CliError(kExitCudaError, "cuBLASLt: these headers have no row-wise (outer vector) fp8 scales");
+      throw CliError(kExitCudaError, "cuBLASLt: these headers have no row-wise or block fp8 scales");
 #endif
     }
     const int8_t fast = fp8->fast_accum ? 1 : 0;

@@ -16,24 +16,31 @@ namespace tessera_cli {
 // stream-K algorithms by a lack of scratch memory.
 constexpr size_t kCublasLtWorkspaceBytes = size_t(32) << 20;
 
-// Whether these headers have cuBLASLt's row-wise ("outer vector") fp8 scales,
-// CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F (cuBLAS 12.9 and later).
+// Whether these headers have cuBLASLt's fp8 scale modes beyond one value per tensor (cuBLAS 12.9 and
+// later): row-wise ("outer vector", CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F) and block
+// (CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F).
 #if defined(CUBLAS_VERSION) && CUBLAS_VERSION >= 120900
-constexpr bool kLtHasOuterVecScales = true;
+constexpr bool kLtHasScaleModes = true;
 #else
-constexpr bool kLtHasOuterVecScales = false;
+constexpr bool kLtHasScaleModes = false;
 #endif
 
+// How cuBLASLt reads the fp8 scales (LtFp8Options); all but Scalar need kLtHasScaleModes.
+enum class LtScales {
+  Scalar,    // one value each (CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F)
+  OuterVec,  // OUTER_VEC_32F: scale_a M values (rows of op(A)), scale_b N (columns of op(B))
+  // scale_a VEC128_32F (1 x 128 blocks of op(A)), scale_b BLK128x128_32F (128 x 128 blocks of op(B)),
+  // laid out as GemmProblem's block scales (K-major operands, as cuBLASLt's fp8 GEMMs want them)
+  Block
+};
+
 // fp8 operands (CUDA_R_8F_E4M3 / CUDA_R_8F_E5M2 with CUBLAS_COMPUTE_32F and fp32 alpha / beta): the
-// dequantisation scales, device pointers to fp32 of the problem's A and B (LtGemm puts each in the
-// slot cuBLASLt reads that operand from), and the accumulation mode.
+// dequantisation scales, device pointers to fp32 of the problem's A and B (LtGemm puts each, and its
+// mode, in the slot cuBLASLt reads that operand from), and the accumulation mode.
 struct LtFp8Options {
   const float* scale_a = nullptr;  // null: 1 (no scale)
   const float* scale_b = nullptr;
-  // CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F: scale_a holds M values (rows of op(A)), scale_b N
-  // (columns of op(B)); else one value each (CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F). Needs
-  // kLtHasOuterVecScales.
-  bool outer_vec = false;
+  LtScales scales = LtScales::Scalar;
   bool fast_accum = false;  // CUBLASLT_MATMUL_DESC_FAST_ACCUM: no promotion of the tensor cores' sums
 };
 

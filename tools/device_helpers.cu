@@ -23,6 +23,21 @@ unsigned blocks_for(size_t n) { return unsigned(std::min((n + kThreads - 1) / kT
 __device__ __forceinline__ size_t first_index() { return size_t(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ size_t grid_stride() { return size_t(gridDim.x) * blockDim.x; }
 
+// Logical element i of a MatrixView (batch, then the contiguous mode fastest, so that loads coalesce):
+// its batch, row, column and offset.
+struct ViewElement {
+  int64_t l, row, col, off;
+};
+__host__ __device__ __forceinline__ size_t view_elements(const MatrixView& v) {
+  return size_t(v.rows) * size_t(v.cols) * size_t(v.batch);
+}
+__device__ __forceinline__ ViewElement view_element(const MatrixView& v, size_t i) {
+  const int64_t inner = v.row_major ? v.cols : v.rows, per_batch = v.rows * v.cols;
+  const int64_t l = int64_t(i) / per_batch, rem = int64_t(i) - l * per_batch;
+  const int64_t o = rem / inner, in = rem - o * inner;
+  return ViewElement{l, v.row_major ? o : in, v.row_major ? in : o, l * v.batch_stride + o * v.ld + in};
+}
+
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float to_float(float x) { return x; }
@@ -83,6 +98,16 @@ __global__ void convert_kernel(const T* src, float* dst, size_t n) {
   for (size_t i = first_index(); i < n; i += grid_stride()) dst[i] = to_float(src[i]);
 }
 
+// The logical elements of `v` widened and multiplied by their block scale (fp32 product of an exact fp8
+// value), written at the same offsets.
+template <class T>
+__global__ void convert_block_scaled_kernel(const T* src, MatrixView v, BlockScales s, float* dst) {
+  for (size_t i = first_index(); i < view_elements(v); i += grid_stride()) {
+    const ViewElement e = view_element(v, i);
+    dst[e.off] = to_float(src[e.off]) * s.ptr[e.row / s.row_block * s.row_stride + e.col / s.col_block * s.col_stride];
+  }
+}
+
 // The reference activations, in fp32 with the accurate library functions (tessera's kernels may
 // use faster approximations; the tolerance covers the difference).
 __device__ __forceinline__ float reference_activation(tessera::Activation act, float x) {
@@ -100,16 +125,11 @@ __device__ __forceinline__ float reference_activation(tessera::Activation act, f
 template <class T>
 __global__ void bias_activation_kernel(float* ref, MatrixView v, const T* bias, bool per_row, int64_t bias_stride,
                                        tessera::Activation act) {
-  const int64_t inner = v.row_major ? v.cols : v.rows;
-  const int64_t per_batch = v.rows * v.cols;
-  const size_t total = size_t(per_batch) * size_t(v.batch);
-  for (size_t i = first_index(); i < total; i += grid_stride()) {
-    const int64_t l = int64_t(i) / per_batch, rem = int64_t(i) - l * per_batch;
-    const int64_t o = rem / inner, in = rem - o * inner;
-    const int64_t row = v.row_major ? o : in, col = v.row_major ? in : o;
-    float x = ref[l * v.batch_stride + o * v.ld + in];
-    if (bias) x += to_float(bias[l * bias_stride + (per_row ? row : col)]);
-    ref[l * v.batch_stride + o * v.ld + in] = reference_activation(act, x);
+  for (size_t i = first_index(); i < view_elements(v); i += grid_stride()) {
+    const ViewElement e = view_element(v, i);
+    float x = ref[e.off];
+    if (bias) x += to_float(bias[e.l * bias_stride + (per_row ? e.row : e.col)]);
+    ref[e.off] = reference_activation(act, x);
   }
 }
 
@@ -121,16 +141,10 @@ struct Accumulators {
 
 template <class T>
 __global__ void compare_kernel(const T* out, const float* ref, MatrixView v, Accumulators* acc) {
-  // Walk the logical elements with the contiguous index fastest, so that loads coalesce.
-  const int64_t inner = v.row_major ? v.cols : v.rows;
-  const int64_t per_batch = v.rows * v.cols;
-  const size_t total = size_t(per_batch) * size_t(v.batch);
   double err_sq = 0, ref_sq = 0;
   unsigned long long nonfinite = 0;
-  for (size_t i = first_index(); i < total; i += grid_stride()) {
-    const int64_t l = int64_t(i) / per_batch, rem = int64_t(i) - l * per_batch;
-    const int64_t o = rem / inner, in = rem - o * inner;
-    const int64_t off = l * v.batch_stride + o * v.ld + in;
+  for (size_t i = first_index(); i < view_elements(v); i += grid_stride()) {
+    const int64_t off = view_element(v, i).off;
     const float x = to_float(out[off]), r = ref[off];
     ref_sq += double(r) * r;
     if (!isfinite(x)) {
@@ -216,19 +230,13 @@ __global__ void __launch_bounds__(kRefThreads)
 template <class S, class T>
 __global__ void dequantise_kernel(const S* sums, MatrixView v, float alpha, const float* scale_a,
                                   const float* scale_b, int step, float beta, const T* c, float* ref) {
-  const int64_t inner = v.row_major ? v.cols : v.rows;
-  const int64_t per_batch = v.rows * v.cols;
-  const size_t total = size_t(per_batch) * size_t(v.batch);
-  for (size_t idx = first_index(); idx < total; idx += grid_stride()) {
-    const int64_t l = int64_t(idx) / per_batch, rem = int64_t(idx) - l * per_batch;
-    const int64_t o = rem / inner, in = rem - o * inner;
-    const int64_t row = v.row_major ? o : in, col = v.row_major ? in : o;
-    const int64_t off = l * v.batch_stride + o * v.ld + in;
-    double x = double(alpha) * double(sums[off]);
-    if (scale_a) x *= double(scale_a[row * step]);
-    if (scale_b) x *= double(scale_b[col * step]);
-    if (c) x += double(beta) * double(to_float(c[off]));
-    ref[off] = float(x);
+  for (size_t idx = first_index(); idx < view_elements(v); idx += grid_stride()) {
+    const ViewElement e = view_element(v, idx);
+    double x = double(alpha) * double(sums[e.off]);
+    if (scale_a) x *= double(scale_a[e.row * step]);
+    if (scale_b) x *= double(scale_b[e.col * step]);
+    if (c) x += double(beta) * double(to_float(c[e.off]));
+    ref[e.off] = float(x);
   }
 }
 
@@ -240,23 +248,17 @@ struct ExactAccumulators {
 };
 
 __global__ void compare_exact_kernel(const int32_t* out, const int64_t* ref, MatrixView v, ExactAccumulators* acc) {
-  const int64_t inner = v.row_major ? v.cols : v.rows;
-  const int64_t per_batch = v.rows * v.cols;
-  const size_t total = size_t(per_batch) * size_t(v.batch);
   double err_sq = 0, ref_sq = 0;
   unsigned long long mismatches = 0, first = ~0ull;
-  for (size_t idx = first_index(); idx < total; idx += grid_stride()) {
-    const int64_t l = int64_t(idx) / per_batch, rem = int64_t(idx) - l * per_batch;
-    const int64_t o = rem / inner, in = rem - o * inner;
-    const int64_t off = l * v.batch_stride + o * v.ld + in;
-    const int64_t x = out[off], r = ref[off];
+  for (size_t idx = first_index(); idx < view_elements(v); idx += grid_stride()) {
+    const ViewElement e = view_element(v, idx);
+    const int64_t x = out[e.off], r = ref[e.off];
     ref_sq += double(r) * double(r);
     if (x != r) {
       const double diff = double(x) - double(r);
       err_sq += diff * diff;
       ++mismatches;
-      const int64_t row = v.row_major ? o : in, col = v.row_major ? in : o;
-      first = min(first, (unsigned long long)(l * per_batch + row * v.cols + col));
+      first = min(first, (unsigned long long)(e.l * v.rows * v.cols + e.row * v.cols + e.col));
     }
   }
   using Reduce = cub::BlockReduce<double, kThreads>;
@@ -289,6 +291,14 @@ __global__ void copy_k_major_kernel(Int8Operand src, int64_t rows, int64_t k, in
   }
 }
 
+// fp8 dtypes: calls f with a null pointer of the element type and returns true; false for others.
+template <class F>
+bool dispatch_fp8(tessera::DType dtype, F&& f) {
+  if (dtype == tessera::DType::E4M3) return f(static_cast<__nv_fp8_e4m3*>(nullptr)), true;
+  if (dtype == tessera::DType::E5M2) return f(static_cast<__nv_fp8_e5m2*>(nullptr)), true;
+  return false;
+}
+
 // Calls f with a null pointer of the element type of `dtype`, to pick a kernel instantiation.
 template <class F>
 void dispatch(tessera::DType dtype, F&& f) {
@@ -313,41 +323,44 @@ void fill_uniform(void* data, tessera::DType dtype, size_t n, uint64_t seed, cud
     CLI_CUDA_CHECK(cudaGetLastError());
     return;
   }
-  if (dtype == tessera::DType::E4M3 || dtype == tessera::DType::E5M2) {
-    if (dtype == tessera::DType::E4M3)
-      fill_fp8_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<__nv_fp8_e4m3*>(data), n, seed);
-    else
-      fill_fp8_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<__nv_fp8_e5m2*>(data), n, seed);
-    CLI_CUDA_CHECK(cudaGetLastError());
-    return;
-  }
-  dispatch(dtype, [&](auto* tag) {
+  const bool fp8 = dispatch_fp8(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    fill_uniform_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(data), n, seed);
+    fill_fp8_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(data), n, seed);
   });
+  if (!fp8)
+    dispatch(dtype, [&](auto* tag) {
+      using T = std::remove_pointer_t<decltype(tag)>;
+      fill_uniform_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(data), n, seed);
+    });
   CLI_CUDA_CHECK(cudaGetLastError());
 }
 
 void convert_to_f32(const void* src, tessera::DType dtype, float* dst, size_t n, cudaStream_t stream) {
   if (n == 0) return;
-  if (dtype == tessera::DType::E4M3 || dtype == tessera::DType::E5M2) {  // exact: every fp8 value is an fp32 one
-    if (dtype == tessera::DType::E4M3)
-      convert_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const __nv_fp8_e4m3*>(src), dst, n);
-    else
-      convert_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const __nv_fp8_e5m2*>(src), dst, n);
-    CLI_CUDA_CHECK(cudaGetLastError());
-    return;
-  }
-  dispatch(dtype, [&](auto* tag) {
+  auto launch = [&](auto* tag) {  // fp8: exact, every fp8 value is an fp32 one
     using T = std::remove_pointer_t<decltype(tag)>;
     convert_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(src), dst, n);
+  };
+  if (!dispatch_fp8(dtype, launch)) dispatch(dtype, launch);
+  CLI_CUDA_CHECK(cudaGetLastError());
+}
+
+void convert_block_scaled_to_f32(const void* src, tessera::DType dtype, const MatrixView& view,
+                                 const BlockScales& scales, float* dst, cudaStream_t stream) {
+  const size_t total = view_elements(view);
+  if (total == 0) return;
+  const bool fp8 = dispatch_fp8(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    convert_block_scaled_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(static_cast<const T*>(src), view,
+                                                                                scales, dst);
   });
+  if (!fp8) throw CliError(kExitCudaError, "device helpers: block scales apply to fp8 operands only");
   CLI_CUDA_CHECK(cudaGetLastError());
 }
 
 void apply_bias_activation(float* ref, const MatrixView& view, const void* bias, tessera::DType dtype, bool per_row,
                            int64_t bias_batch_stride, tessera::Activation activation, cudaStream_t stream) {
-  const size_t total = size_t(view.rows) * size_t(view.cols) * size_t(view.batch);
+  const size_t total = view_elements(view);
   if (total == 0 || (!bias && activation == tessera::Activation::None)) return;
   dispatch(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
@@ -362,7 +375,7 @@ CompareSums compare_to_reference(const void* out, tessera::DType dtype, const fl
   DeviceBuffer acc_buf(sizeof(Accumulators));
   auto* acc = acc_buf.as<Accumulators>();
   CLI_CUDA_CHECK(cudaMemsetAsync(acc, 0, sizeof(Accumulators), stream));
-  const size_t total = size_t(view.rows) * size_t(view.cols) * size_t(view.batch);
+  const size_t total = view_elements(view);
   if (total > 0) {
     dispatch(dtype, [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
@@ -400,7 +413,7 @@ namespace {
 template <class S>
 void dequantise(const S* sums, const MatrixView& view, float alpha, const float* scale_a, const float* scale_b,
                 bool row_wise, float beta, const void* c, tessera::DType c_dtype, float* ref, cudaStream_t stream) {
-  const size_t total = size_t(view.rows) * size_t(view.cols) * size_t(view.batch);
+  const size_t total = view_elements(view);
   if (total == 0) return;
   dispatch(c ? c_dtype : tessera::DType::F32, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
@@ -429,7 +442,7 @@ ExactCompare compare_exact_s32(const int32_t* out, const int64_t* ref, const Mat
   auto* acc = acc_buf.as<ExactAccumulators>();
   ExactAccumulators init{0.0, 0.0, 0ull, ~0ull};
   CLI_CUDA_CHECK(cudaMemcpyAsync(acc, &init, sizeof init, cudaMemcpyHostToDevice, stream));
-  const size_t total = size_t(view.rows) * size_t(view.cols) * size_t(view.batch);
+  const size_t total = view_elements(view);
   if (total > 0) {
     compare_exact_kernel<<<blocks_for(total), kThreads, 0, stream>>>(out, ref, view, acc);
     CLI_CUDA_CHECK(cudaGetLastError());

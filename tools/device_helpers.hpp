@@ -30,6 +30,20 @@ struct MatrixView {
   bool row_major = false;
 };
 
+// Block scales of a stored operand (ScaleMode::Block): element (r, c) of the stored matrix takes
+// ptr[(r / row_block) * row_stride + (c / col_block) * col_stride].
+struct BlockScales {
+  const float* ptr = nullptr;
+  int64_t row_stride = 0, col_stride = 0;
+  int64_t row_block = 1, col_block = 1;
+};
+
+// The logical elements of the fp8 operand `src` laid out as `view` (a broadcast operand: batch 1),
+// widened to fp32 and multiplied by their block scale (one fp32 rounding), written at the same offsets
+// of `dst` (sized like src; the elements outside the view are left as they are).
+void convert_block_scaled_to_f32(const void* src, tessera::DType dtype, const MatrixView& view,
+                                 const BlockScales& scales, float* dst, cudaStream_t stream);
+
 // The fused epilogue applied to an fp32 reference laid out as `view`, in place:
 // ref(l, i, j) = act(ref(l, i, j) + bias[l * bias_batch_stride + (per_row ? i : j)]), with `bias`
 // (of `dtype`; null = none) and the activation computed in fp32 the way tessera defines them.

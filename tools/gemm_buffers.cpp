@@ -32,13 +32,15 @@ DeviceBuffer random_bias(const GemmProblem& p, uint64_t seed, int set_index, cud
 // The int8 and fp8 scales (--scales): positive, of about 1 / (128 K^(1/4)) each for int8 and
 // 1 / (4 K^(1/4)) for fp8 (0.06 at K = 256, 0.03 at 4096, 0.02 at 16384), so that scale_a * scale_b *
 // sum has a standard deviation of about 1/3 for operands uniform in [-128, 127] (the sum's is
-// sqrt(K) * 128^2 / sqrt(3)) or in [-4, 4] (sqrt(K) * 16 / 3). Their own seed domain too (~seed,
-// operands 1 and 2).
+// sqrt(K) * 128^2 / sqrt(3)) or in [-4, 4] (sqrt(K) * 16 / 3). Uniform in [0.5, 1.5) of that, block
+// scales in [1/8, 15/8) (a 15x range: a block scaled by its neighbour's scale is off by about half its
+// value). Their own seed domain too (~seed, operands 1 and 2).
 DeviceBuffer random_scales(const GemmProblem& p, int64_t length, uint64_t seed, cudaStream_t stream) {
   if (length == 0) return DeviceBuffer();
   DeviceBuffer buf(size_t(length) * sizeof(float));
   const float base = float(1.0 / ((p.fp8() ? 4.0 : 128.0) * std::pow(double(std::max<int64_t>(p.k, 1)), 0.25)));
-  fill_uniform_range(buf.as<float>(), size_t(length), 0.5f * base, 1.5f * base, seed, stream);
+  const float spread = p.block_scales() ? 0.875f : 0.5f;
+  fill_uniform_range(buf.as<float>(), size_t(length), (1 - spread) * base, (1 + spread) * base, seed, stream);
   return buf;
 }
 

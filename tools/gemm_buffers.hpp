@@ -17,9 +17,9 @@ struct InputSet {
   DeviceBuffer a, b, c;  // c is empty when beta == 0
   DeviceBuffer bias;     // D's dtype, GemmProblem::bias_elements(); empty without --bias
   // int8 and fp8 with --scales: fp32, GemmProblem::scale_a_length() / scale_b_length() positive
-  // values of about 1 / (128 K^(1/4)) (int8) or 1 / (4 K^(1/4)) (fp8) (times [0.5, 1.5)), so that a
-  // dequantised D is of order 1 like the float dtypes' (C and bias in [-1, 1) matter as much); empty
-  // otherwise.
+  // values of about 1 / (128 K^(1/4)) (int8) or 1 / (4 K^(1/4)) (fp8) (times [0.5, 1.5), block scales
+  // [1/8, 15/8)), so that a dequantised D is of order 1 like the float dtypes' (C and bias in [-1, 1)
+  // matter as much); block scales laid out as GemmProblem says; empty otherwise.
   DeviceBuffer scale_a, scale_b;
 
   // Allocates and fills with values uniform in [-1, 1) (int8 operands: integers in [-128, 127]; fp8

@@ -1,9 +1,12 @@
 // `tessera gemm`: one GEMM through tessera; optionally checked against a cuBLASLt fp32 reference
 // (--verify; int8 operands: exact int64 sums on the GPU; fp8 operands: cuBLASLt's fp32 GEMM of them
-// widened to fp32) and timed against cuBLASLt on the same inputs (--compare cublas; int8: cuBLASLt's
-// int8 -> int32 GEMM; fp8: cuBLASLt's fp8 GEMM with the same scales and accumulation mode).
+// widened to fp32, block scales applied to the widened operands) and timed against cuBLASLt on the
+// same inputs (--compare cublas; int8: cuBLASLt's int8 -> int32 GEMM; fp8: cuBLASLt's fp8 GEMM with
+// the same scales and accumulation mode; with block scales and --verify, cuBLASLt's D is checked
+// against the same reference before it is timed).
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -35,10 +38,12 @@ std::vector<OptionSpec> gemm_options() {
                      "poisoned D, guard bands); int8: against exact int64 sums computed on the GPU, an s32 D bit "
                      "for bit, a dequantised D against their fp32 dequantisation; e4m3 / e5m2: against cuBLASLt's "
                      "fp32 GEMM of the operands widened to fp32, dequantised (tolerance by D's dtype and the "
-                     "accumulation mode); exit 1 on FAIL"},
+                     "accumulation mode; block scales applied to the widened operands, and with --compare "
+                     "cuBLASLt's D checked too: where it fails, cuBLASLt is not timed); exit 1 on FAIL"},
       {"compare", "LIB", "also time LIB on the same inputs; LIB = cublas (cuBLASLt; for int8 its int8 -> int32 GEMM "
                          "on K-major operands, without the dequantisation; for e4m3 / e5m2 its fp8 GEMM on K-major "
-                         "operands with the same scales and accumulation mode, e5m2 as e5m2 x e4m3)"},
+                         "operands with the same scales and accumulation mode, e5m2 as e5m2 x e4m3; block scales "
+                         "as VEC128_32F x BLK128x128_32F, cuBLAS 12.9+ on sm_90)"},
   };
   specs.insert(specs.end(), run_specs.begin(), run_specs.end());
   const std::vector<OptionSpec> common = run_options();  // --iters, --warmup, --seed, --json, --help
@@ -74,6 +79,7 @@ struct GemmReport {
   int input_sets = 1;
   size_t set_bytes = 0;
   std::optional<VerifyResult> verify;
+  std::optional<VerifyResult> cublas_verify;  // cuBLASLt's D against the same reference (block-scaled fp8)
   TimingResult tessera;
   std::optional<TimingResult> cublas;
   std::string cublas_anchor;  // what cuBLASLt ran, where it is not the problem itself ("" = the same problem)
@@ -84,6 +90,11 @@ struct GemmReport {
     return cublas->median_ms / tessera.median_ms;  // = tessera TFLOP/s / cuBLASLt TFLOP/s
   }
 };
+
+void print_verify_line(std::FILE* out, const char* head, const VerifyResult& v) {
+  std::fprintf(out, "%s %s  rel_err %.3e (tol %.1e), %llu non-finite, guards %s\n", head, v.pass ? "PASS" : "FAIL",
+               v.rel_err, v.tol, (unsigned long long)v.nonfinite, v.guards_ok ? "intact" : "OVERWRITTEN");
+}
 
 void print_report(std::FILE* out, const GemmReport& r) {
   const DeviceInfo& dev = r.device;
@@ -104,9 +115,9 @@ void print_report(std::FILE* out, const GemmReport& r) {
                    v.first_mismatch.empty() ? "" : ", first at ", v.first_mismatch.c_str(),
                    v.guards_ok ? "intact" : "OVERWRITTEN");
     else
-      std::fprintf(out, "verify    %s  rel_err %.3e (tol %.1e), %llu non-finite, guards %s\n", v.pass ? "PASS" : "FAIL",
-                   v.rel_err, v.tol, (unsigned long long)v.nonfinite, v.guards_ok ? "intact" : "OVERWRITTEN");
+      print_verify_line(out, "verify   ", v);
   }
+  if (r.cublas_verify) print_verify_line(out, "verify    cuBLASLt's D:", *r.cublas_verify);
   std::fprintf(out, "timing    median of %d samples after %d warm-up; %s\n", r.tessera.samples,
                r.settings.timing.warmup_samples, timing_mode_description(r.tessera.launches_per_sample).c_str());
   auto line = [&](const char* name, const TimingResult& t) {
@@ -142,18 +153,20 @@ void write_json(std::ostream& os, const GemmReport& r) {
   if (r.cublas_anchor.empty()) j.null(); else j.value(r.cublas_anchor);
   j.key("cublas_note");
   if (r.cublas_note.empty()) j.null(); else j.value(r.cublas_note);
-  j.key("verify");
-  if (r.verify) {
-    const VerifyResult& v = *r.verify;
+  for (auto [key, v] : {std::pair<const char*, const std::optional<VerifyResult>*>{"verify", &r.verify},
+                         {"cublas_verify", &r.cublas_verify}}) {  // cublas_verify: cuBLASLt's D (block scales)
+    j.key(key);
+    if (!*v) {
+      j.null();
+      continue;
+    }
     j.begin_object();
-    j.field("rel_err", v.rel_err).field("tol", v.tol).field("pass", v.pass);
-    j.field("nonfinite", v.nonfinite).field("guards_ok", v.guards_ok);
-    j.field("exact", v.exact);
+    j.field("rel_err", (*v)->rel_err).field("tol", (*v)->tol).field("pass", (*v)->pass);
+    j.field("nonfinite", (*v)->nonfinite).field("guards_ok", (*v)->guards_ok);
+    j.field("exact", (*v)->exact);
     j.key("mismatches");
-    if (v.exact) j.value(v.mismatches); else j.null();
+    if ((*v)->exact) j.value((*v)->mismatches); else j.null();
     j.end_object();
-  } else {
-    j.null();
   }
   j.field("timing_mode", r.tessera.launches_per_sample > 1 ? "batched" : "single");
   j.key("timing").begin_object();
@@ -303,20 +316,27 @@ void plan_int8_anchor(Int8Anchor& x, const GemmProblem& p, const std::vector<Inp
 // ---- the fp8 anchor ------------------------------------------------------------------------------
 //
 // cuBLASLt's fp8 GEMM: CUBLAS_COMPUTE_32F with fp32 alpha, beta and scales, D (and C) bf16 / f16 /
-// f32 as tessera's, the scales per tensor through CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER or row-wise
+// f32 as tessera's, the scales per tensor through CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER, row-wise
 // as CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F vectors (where cuBLASLt has no such kernel: per
-// tensor, and the note says so), CUBLASLT_MATMUL_DESC_FAST_ACCUM as --fast-accum. Its fp8 kernels take
-// both operands K-major ("TN") with 16-byte aligned leading dimensions; where the problem is not so,
-// or K or its m (the rows of its column-major D: M, or N for a row-major D) is not a multiple of 16,
-// it reads K-major copies made once before timing, zero-padded to multiples of 16 (the same sums; the
-// extra work is reported, not counted in its TFLOP/s), and writes a D of its own (reading a C of its
-// own, zeros) where D does not fit. cuBLASLt has no e5m2 x e5m2 GEMM: for e5m2 operands it runs
-// e5m2 x e4m3 with B's bytes read as e4m3 (finite values, like every e5m2 value this tool draws; the
-// same work and bytes, for the timing only). It reads input set 0's scales for every set.
+// tensor, and the note says so) or block scales as VEC128_32F (op(A)) and BLK128x128_32F (op(B)), read
+// from tessera's own scale buffers (GemmProblem lays them out as cuBLASLt wants them; its block kernels
+// take no fast accumulation, and tessera promotes block-scaled sums every 128 K anyway),
+// CUBLASLT_MATMUL_DESC_FAST_ACCUM as --fast-accum. Its fp8 kernels take both operands K-major ("TN")
+// with 16-byte aligned leading dimensions; where the problem is not so, or K or its m (the rows of its
+// column-major D: M, or N for a row-major D) is not a multiple of 16, it reads K-major copies made once
+// before timing, zero-padded to multiples of 16 (the same sums, and the same count of 128-deep K and N
+// blocks; the extra work is reported, not counted in its TFLOP/s), and writes a D of its own (reading a
+// C of its own: input set 0's C, zero-padded) where D does not fit. cuBLASLt has no e5m2 x e5m2 GEMM:
+// for e5m2 operands it runs e5m2 x e4m3 with B's bytes read as e4m3 (finite values, like every e5m2
+// value this tool draws; the same work and bytes, for the timing only). It reads input set 0's scales
+// for every set.
 struct Fp8Anchor {
   GemmProblem problem;  // what cuBLASLt runs
   bool copies = false;  // A and B are K-major copies (one per input set)
   bool own_d = false;   // D (and C) are cuBLASLt's own buffers, not tessera's
+  // Its D of input set 0 is the problem's own (no e5m2 read as e4m3, row-wise scales run per tensor,
+  // bias or activation left out), so --verify can check it against the same reference.
+  bool same_result = false;
   std::vector<DeviceBuffer> a_copies, b_copies;
   DeviceBuffer d, c;
   DeviceBuffer scale_a, scale_b;  // row-wise: the vectors zero-padded to cuBLASLt's m and n
@@ -324,7 +344,33 @@ struct Fp8Anchor {
 
   const void* a(size_t set, const InputSet& s) const { return copies ? a_copies[set].get() : s.a.get(); }
   const void* b(size_t set, const InputSet& s) const { return copies ? b_copies[set].get() : s.b.get(); }
+  // Enqueues cuBLASLt's GEMM of input set `set`, into tessera's D or its own.
+  cublasStatus_t try_run(size_t set, const InputSet& s, void* tessera_d, const DeviceBuffer& lt_workspace,
+                         cudaStream_t stream) const {
+    return gemm->try_run(a(set, s), b(set, s), own_d ? c.get() : s.c.get(), own_d ? d.get() : tessera_d,
+                         lt_workspace.get(), stream);
+  }
 };
+
+// The problem's M x N of every batch (`pd`: the problem's D, its extents and majorness) between two
+// buffers laid out like D with other leading dimensions and batch strides (tessera's D, cuBLASLt's own).
+void copy_d_region(const StoredMatrix& pd, const StoredMatrix& from, const void* src, const StoredMatrix& to, void* dst,
+                   cudaStream_t stream) {
+  const size_t e = dtype_bytes(pd.dtype);
+  for (int64_t l = 0; l < pd.batch; ++l)
+    CLI_CUDA_CHECK(cudaMemcpy2DAsync(static_cast<char*>(dst) + size_t(l * to.batch_stride) * e, size_t(to.ld) * e,
+                                     static_cast<const char*>(src) + size_t(l * from.batch_stride) * e,
+                                     size_t(from.ld) * e, size_t(pd.inner()) * e, size_t(pd.outer()),
+                                     cudaMemcpyDeviceToDevice, stream));
+}
+
+// cuBLASLt's D of input set 0 in tessera's D (copied there from its own where it writes one): what
+// --verify checks.
+void run_anchor_into(const Fp8Anchor& x, const GemmProblem& p, const InputSet& s0, void* tessera_d,
+                     const DeviceBuffer& lt_workspace, cudaStream_t stream) {
+  CLI_CUBLAS_CHECK(x.try_run(0, s0, tessera_d, lt_workspace, stream));
+  if (x.own_d) copy_d_region(p.d, x.problem.d, x.d.get(), p.d, tessera_d, stream);
+}
 
 // Device bytes plan_fp8_anchor may allocate (at most): the padded copies, its own D and C, the scales.
 size_t fp8_anchor_bytes(const GemmProblem& p) {
@@ -334,6 +380,11 @@ size_t fp8_anchor_bytes(const GemmProblem& p) {
 
 void plan_fp8_anchor(Fp8Anchor& x, const GemmProblem& p, const std::vector<InputSet>& sets, void* tessera_d,
                      cublasLtHandle_t lt, const DeviceBuffer& lt_workspace, cudaStream_t stream, GemmReport& report) {
+  if (p.block_scales() && p.batch > 1) {  // tessera's one set of scales for every batch: cuBLASLt's rule unknown
+    report.cublas_note = "cuBLASLt's block scales with --batch > 1 (one scale set per batch, or one for all?) are "
+                         "not documented in its headers: not compared";
+    return;
+  }
   GemmProblem q = p;
   q.bias_mode = tessera::BiasMode::None;
   q.bias_batch_stride = 0;
@@ -378,8 +429,10 @@ void plan_fp8_anchor(Fp8Anchor& x, const GemmProblem& p, const std::vector<Input
     if (p.has_c()) {
       x.c = DeviceBuffer(q.d.bytes());
       CLI_CUDA_CHECK(cudaMemsetAsync(x.c.get(), 0, q.d.bytes(), stream));
+      copy_d_region(p.d, p.d, sets[0].c.get(), q.d, x.c.get(), stream);
     }
   }
+  const bool block = p.block_scales();  // tessera's scale buffers as they are (GemmProblem's layouts)
   const bool row_wise = p.scale_mode == tessera::ScaleMode::RowWise;
   const float* sa = sets[0].scale_a.as<float>();
   const float* sb = sets[0].scale_b.as<float>();
@@ -401,12 +454,12 @@ void plan_fp8_anchor(Fp8Anchor& x, const GemmProblem& p, const std::vector<Input
   LtFp8Options opts;
   opts.scale_a = sa;
   opts.scale_b = sb;
-  opts.fast_accum = p.fast_accum();
-  bool outer_vec = row_wise && kLtHasOuterVecScales;
+  opts.fast_accum = p.fast_accum() && !block;
+  bool outer_vec = row_wise && kLtHasScaleModes;
   const InputSet& s0 = sets[0];
   std::string refusal;  // cuBLASLt's error, where it raised one
   auto try_plan = [&]() -> bool {
-    opts.outer_vec = outer_vec;
+    opts.scales = block ? LtScales::Block : outer_vec ? LtScales::OuterVec : LtScales::Scalar;
     x.gemm.reset();
     try {
       x.gemm.emplace(lt, q, q.d.dtype, lt_workspace.bytes(), CUBLAS_COMPUTE_32F, /*required=*/false, &opts);
@@ -416,8 +469,7 @@ void plan_fp8_anchor(Fp8Anchor& x, const GemmProblem& p, const std::vector<Input
       return false;
     }
     if (!x.gemm->found()) return false;
-    const cublasStatus_t st = x.gemm->try_run(x.a(0, s0), x.b(0, s0), x.own_d ? x.c.get() : s0.c.get(),
-                                              x.own_d ? x.d.get() : tessera_d, lt_workspace.get(), stream);
+    const cublasStatus_t st = x.try_run(0, s0, tessera_d, lt_workspace, stream);
     if (st == CUBLAS_STATUS_SUCCESS) CLI_CUDA_CHECK(cudaStreamSynchronize(stream));
     return st == CUBLAS_STATUS_SUCCESS;
   };
@@ -437,10 +489,12 @@ void plan_fp8_anchor(Fp8Anchor& x, const GemmProblem& p, const std::vector<Input
   report.cublas_anchor = std::string("cuBLASLt fp8 GEMM, ") + a_name + " x " + b_name + " -> " +
                          dtype_name(p.d.dtype) + " (CUBLAS_COMPUTE_32F), " + alpha_beta + ", scales " +
                          (!p.has_scales()              ? std::string("none")
+                          : block                      ? std::string("block (op(A)'s 1 x 128 as VEC128_32F, op(B)'s "
+                                                                     "128 x 128 as BLK128x128_32F: tessera's buffers)")
                           : row_wise && outer_vec      ? std::string("row-wise (OUTER_VEC_32F)")
                           : row_wise                   ? std::string("per tensor (first value of each row-wise vector)")
                                                        : std::string("per tensor (A/B_SCALE_POINTER)")) +
-                         ", FAST_ACCUM " + (p.fast_accum() ? "1" : "0") + ", A and B K-major";
+                         ", FAST_ACCUM " + (opts.fast_accum ? "1" : "0") + ", A and B K-major";
   if (x.copies) {
     report.cublas_anchor += " (copies made before timing";
     std::string padded;
@@ -456,18 +510,20 @@ void plan_fp8_anchor(Fp8Anchor& x, const GemmProblem& p, const std::vector<Input
     report.cublas_anchor += ")";
   }
   if (x.own_d) report.cublas_anchor += std::string(", its own ") + dtype_name(p.d.dtype) + " D" +
-                                       (p.has_c() ? " and C (zeros)" : "");
+                                       (p.has_c() ? " and C (input set 0's, zero-padded)" : "");
   if (e5m2) report.cublas_anchor += "; B's e5m2 bytes read as e4m3 (cuBLASLt has no e5m2 x e5m2 GEMM; the same work)";
   if (!ok) {
     x.gemm.reset();
     report.cublas_note = std::string("cuBLASLt has no fp8 algorithm for this problem (") + a_name + " x " + b_name +
-                         " -> " + dtype_name(p.d.dtype) + (refusal.empty() ? "" : ": " + refusal) +
-                         "): not compared";
+                         " -> " + dtype_name(p.d.dtype) + (block ? ", block scales" : "") +
+                         (block && !kLtHasScaleModes ? ": these cuBLAS headers (< 12.9) have none" : "") +
+                         (refusal.empty() ? "" : ": " + refusal) + "): not compared";
   } else if (row_wise_as_tensor) {
-    report.cublas_note = std::string("cuBLASLt ") + (kLtHasOuterVecScales ? "took no" : "headers have no") +
+    report.cublas_note = std::string("cuBLASLt ") + (kLtHasScaleModes ? "took no" : "headers have no") +
                          " row-wise (OUTER_VEC_32F) fp8 scales for this problem: it ran with one scale each, "
                          "so its D differs from tessera's (timing only)";
   }
+  x.same_result = ok && !e5m2 && !row_wise_as_tensor && !p.has_bias() && p.activation == tessera::Activation::None;
 }
 
 }  // namespace
@@ -482,7 +538,9 @@ void print_gemm_help(std::FILE* out) {
                "TOPS; D s32 (the exact sums) or, with --scales, dequantised to bf16 / f16 / f32.\n"
                "--dtype e4m3 | e5m2 (Hopper): fp8 operands, values in [-4, 4] as the type holds them, scales per\n"
                "tensor by default (--scales), D bf16 by default (--out-dtype bf16 | f16 | f32), the sums promoted\n"
-               "to fp32 every 128 K unless --fast-accum.\n"
+               "to fp32 every 128 K unless --fast-accum; --scales block (with --d-row-major): DeepSeek-V3's 1 x 128\n"
+               "and 128 x 128 block scales, checked (--verify) against the dequantised operands' fp32 GEMM and\n"
+               "compared (--compare cublas) with cuBLASLt's own block scaling, whose D --verify checks too.\n"
                "Without --compare only tessera is timed. Problems whose launch takes under %.0f us are timed\n"
                "as batches of back-to-back launches per event pair, the same way for both libraries; with\n"
                "--compare the two libraries' samples alternate, so that both see the same clocks.\n\n"
@@ -497,7 +555,8 @@ void print_gemm_help(std::FILE* out) {
                "  tessera gemm --m 8192 --n 8192 --k 8192 --dtype int8 --verify --compare cublas\n"
                "  tessera gemm --m 4096 --n 4096 --k 4096 --dtype int8 --scales row --out-dtype bf16 --verify\n"
                "  tessera gemm --m 8192 --n 8192 --k 8192 --dtype e4m3 --verify --compare cublas\n"
-               "  tessera gemm --m 4096 --n 4096 --k 4096 --dtype e4m3 --scales row --fast-accum --verify --compare cublas\n");
+               "  tessera gemm --m 4096 --n 4096 --k 4096 --dtype e4m3 --scales row --fast-accum --verify --compare cublas\n"
+               "  tessera gemm --m 4096 --n 7168 --k 16384 --dtype e4m3 --scales block --d-row-major --verify --compare cublas\n");
 }
 
 int run_gemm(const std::vector<std::string>& args) {
@@ -565,10 +624,6 @@ int run_gemm(const std::vector<std::string>& args) {
     lt.emplace();
     lt_workspace = DeviceBuffer(kCublasLtWorkspaceBytes);
   }
-  if (settings.verify)
-    report.verify = verify_gemm(p, sets[0], d, [&] { tessera_launch(0); }, lt ? lt->get() : nullptr, lt_workspace,
-                                stream.get());
-
   std::optional<LtGemm> anchor;
   Int8Anchor int8_anchor;
   Fp8Anchor fp8_anchor;
@@ -578,10 +633,7 @@ int run_gemm(const std::vector<std::string>& args) {
     if (fp8_anchor.gemm)
       cublas_launch = [&](int64_t i) {
         const size_t set = size_t(i) % sets.size();
-        const InputSet& s = sets[set];
-        fp8_anchor.gemm->run(fp8_anchor.a(set, s), fp8_anchor.b(set, s),
-                             fp8_anchor.own_d ? fp8_anchor.c.get() : s.c.get(),
-                             fp8_anchor.own_d ? fp8_anchor.d.get() : d.data(), lt_workspace.get(), stream.get());
+        CLI_CUBLAS_CHECK(fp8_anchor.try_run(set, sets[set], d.data(), lt_workspace, stream.get()));
       };
   } else if (settings.compare && p.int8()) {
     plan_int8_anchor(int8_anchor, p, sets, lt->get(), lt_workspace.bytes(), stream.get(), report);
@@ -601,6 +653,29 @@ int run_gemm(const std::vector<std::string>& args) {
       const InputSet& s = sets[size_t(i) % sets.size()];
       anchor->run(s.a.get(), s.b.get(), s.c.get(), d.data(), lt_workspace.get(), stream.get());
     };
+  }
+
+  if (settings.verify) {
+    // Block scales: cuBLASLt's D is checked against the same reference, so that scales it reads in
+    // another layout than GemmProblem's show as an error here rather than as a speed.
+    const bool check_anchor = p.block_scales() && fp8_anchor.gemm && fp8_anchor.same_result;
+    VerifyResult anchor_result;
+    const std::function<void()> run_anchor = [&] {
+      run_anchor_into(fp8_anchor, p, sets[0], d.data(), lt_workspace, stream.get());
+    };
+    report.verify = verify_gemm(p, sets[0], d, [&] { tessera_launch(0); }, lt ? lt->get() : nullptr, lt_workspace,
+                                stream.get(), check_anchor ? run_anchor : nullptr, &anchor_result);
+    if (check_anchor) report.cublas_verify = anchor_result;
+    if (check_anchor && !anchor_result.pass) {
+      char why[160];
+      std::snprintf(why, sizeof why, "rel_err %.3e, tol %.1e, %llu non-finite, guards %s", anchor_result.rel_err,
+                    anchor_result.tol, (unsigned long long)anchor_result.nonfinite,
+                    anchor_result.guards_ok ? "intact" : "OVERWRITTEN");
+      report.cublas_note = std::string("cuBLASLt's D FAILED verification against the same reference (") + why +
+                           "): the block-scale layouts it was given are not the ones it reads (or its kernel is "
+                           "wrong); not compared";
+      cublas_launch = nullptr;
+    }
   }
 
   // Both libraries are timed the same way: the batch size comes from the faster one's launch time.

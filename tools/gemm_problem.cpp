@@ -39,6 +39,7 @@ const char* scale_mode_name(tessera::ScaleMode m) {
     case tessera::ScaleMode::None: return "none";
     case tessera::ScaleMode::Tensor: return "tensor";
     case tessera::ScaleMode::RowWise: return "row";
+    case tessera::ScaleMode::Block: return "block";
   }
   return "?";
 }
@@ -65,6 +66,26 @@ size_t GemmProblem::bias_elements() const {
   return has_bias() ? size_t((batch - 1) * bias_batch_stride + bias_length()) : 0;
 }
 
+int64_t GemmProblem::scale_a_length() const {
+  switch (scale_mode) {
+    case tessera::ScaleMode::None: return 0;
+    case tessera::ScaleMode::Tensor: return 1;
+    case tessera::ScaleMode::RowWise: return m;
+    case tessera::ScaleMode::Block: return m * k_blocks();
+  }
+  return 0;
+}
+
+int64_t GemmProblem::scale_b_length() const {
+  switch (scale_mode) {
+    case tessera::ScaleMode::None: return 0;
+    case tessera::ScaleMode::Tensor: return 1;
+    case tessera::ScaleMode::RowWise: return n;
+    case tessera::ScaleMode::Block: return scale_b_ld() * n_blocks();
+  }
+  return 0;
+}
+
 tessera::GemmArgs GemmProblem::tessera_args(const void* a_ptr, const void* b_ptr, const void* c_ptr,
                                             const void* bias_ptr, void* d_ptr, const float* scale_a,
                                             const float* scale_b) const {
@@ -88,6 +109,11 @@ tessera::GemmArgs GemmProblem::tessera_args(const void* a_ptr, const void* b_ptr
     args.scale_a = scale_a;
     args.scale_b = scale_b;
     args.scale_mode = scale_mode;
+    if (block_scales()) {
+      const std::array<int64_t, 2> sa = scale_a_strides(), sb = scale_b_strides();
+      std::copy(sa.begin(), sa.end(), args.scale_a_strides);
+      std::copy(sb.begin(), sb.end(), args.scale_b_strides);
+    }
   }
   args.config = config;
   return args;
@@ -109,7 +135,12 @@ std::string GemmProblem::describe() const {
   if (activation != tessera::Activation::None) out += std::string("  activation ") + activation_name(activation);
   if (scale_mode == tessera::ScaleMode::Tensor) out += "  scales per tensor (one fp32 each)";
   if (scale_mode == tessera::ScaleMode::RowWise) out += "  scales row-wise (M + N fp32)";
-  if (fp8())
+  if (block_scales())
+    out += "  scales per block (fp32, M x " + std::to_string(k_blocks()) + " column-major for 1 x 128 of op(A), " +
+           std::to_string(k_blocks()) + " x " + std::to_string(n_blocks()) + " column-major (ld " +
+           std::to_string(scale_b_ld()) + ") for 128 x 128 of op(B))  each block's sums scaled as they are promoted "
+           "to fp32" + (fast_accum() ? " (--fast-accum changes nothing)" : "");
+  else if (fp8())
     out += fast_accum() ? "  fast accumulation (the tensor cores' own sums)"
                         : "  sums promoted to fp32 every 128 K (default precision)";
   return out;
@@ -127,13 +158,16 @@ std::vector<OptionSpec> gemm_problem_options() {
       {"out-dtype", "T", "C and D type: f16 | bf16 | f32, or s32 for int8 (the exact int32 sums; alpha 1, beta 0, "
                          "no bias, activation or scales) (default: --dtype; f32 for tf32 and tf32x3; for int8 s32, "
                          "bf16 with --scales; bf16 for e4m3 and e5m2, which take f16, bf16 or f32)"},
-      {"scales", "MODE", "int8, e4m3 and e5m2 only: none | tensor | row: dequantise D = alpha * scale_a * scale_b * "
-                         "sums (+ beta C + bias, activation) with random positive fp32 scales, one each (tensor) or M "
-                         "for the rows of op(A) and N for the columns of op(B) (row); needs a float --out-dtype "
-                         "(default none for int8, tensor for e4m3 and e5m2)"},
+      {"scales", "MODE", "int8, e4m3 and e5m2 only: none | tensor | row | block: dequantise D = alpha * scale_a * "
+                         "scale_b * sums (+ beta C + bias, activation) with random positive fp32 scales, one each "
+                         "(tensor) or M for the rows of op(A) and N for the columns of op(B) (row); block (e4m3 and "
+                         "e5m2 with --d-row-major; DeepSeek-V3's recipe): D = alpha * sum over 128-deep K blocks kb of "
+                         "scale_a[m, kb] * scale_b[kb, n / 128] * the block's sums, scale_a M x ceil(K/128) and "
+                         "scale_b ceil(K/128) x ceil(N/128), spread over [1/8, 15/8) of their mean so that a wrong "
+                         "block shows; needs a float --out-dtype (default none for int8, tensor for e4m3 and e5m2)"},
       {"fast-accum", "", "e4m3 and e5m2 only: Precision::Fp8FastAccum, the tensor cores' own accumulation all along "
                          "K (faster, less accurate at long K; torch._scaled_mm's use_fast_accum); default: the sums "
-                         "promoted to fp32 every 128 K"},
+                         "promoted to fp32 every 128 K (always so with --scales block)"},
       {"layout", "XY", "BLAS ops of A then B, n = as stored, t = transposed (default tn: both K-major). "
                        "Stored column-major, A is MxK for n and KxM for t; B is KxN for n and NxK for t"},
       {"d-row-major", "", "store C and D row-major (default column-major M x N)"},
@@ -225,9 +259,13 @@ GemmProblem parse_gemm_problem(const Options& opts) {
   if (scales == "none") p.scale_mode = tessera::ScaleMode::None;
   else if (scales == "tensor") p.scale_mode = tessera::ScaleMode::Tensor;
   else if (scales == "row") p.scale_mode = tessera::ScaleMode::RowWise;
-  else usage_error("--scales: expected none, tensor or row, got '" + scales + "'");
+  else if (scales == "block") p.scale_mode = tessera::ScaleMode::Block;
+  else usage_error("--scales: expected none, tensor, row or block, got '" + scales + "'");
   if (p.has_scales() && !int8_in && !fp8_in)
     usage_error("--scales: dequantisation scales apply to --dtype int8, e4m3 and e5m2 only");
+  if (p.block_scales() && !fp8_in) usage_error("--scales block: block scales apply to --dtype e4m3 and e5m2 only");
+  if (p.block_scales() && !opts.has("d-row-major"))
+    usage_error("--scales block: tessera writes a block-scaled D row-major; add --d-row-major");
 
   const std::string out_name =
       opts.str("out-dtype", f32_in ? "f32" : int8_in ? (p.has_scales() ? "bf16" : "s32") : fp8_in ? "bf16" : in_name);

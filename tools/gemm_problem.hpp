@@ -3,6 +3,7 @@
 // see exactly the same operands.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -16,9 +17,10 @@ namespace tessera_cli {
 using tessera::dtype_bytes;  // tessera.hpp's, as the tools' own
 using tessera::dtype_name;
 const char* bias_mode_name(tessera::BiasMode m);     // "none", "row", "col" (the --bias values)
-const char* scale_mode_name(tessera::ScaleMode m);   // "none", "tensor", "row" (the --scales values)
+const char* scale_mode_name(tessera::ScaleMode m);   // "none", "tensor", "row", "block" (the --scales values)
 const char* precision_name(tessera::Precision p);    // "default", "tf32", "tf32x3", "fp8_fast_accum"
 bool is_fp8(tessera::DType t);                        // E4M3 or E5M2
+constexpr int64_t kScaleBlockK = 128;                 // K (and N) per block scale (ScaleMode::Block)
 
 // A (batched) matrix as the CLI stores it.
 struct StoredMatrix {
@@ -52,7 +54,7 @@ struct GemmProblem {
   tessera::Precision precision = tessera::Precision::Default;
   // int8 and fp8 operands (--dtype int8 | e4m3 | e5m2): dequantisation scales (--scales), random
   // positive fp32 values, one each (tensor) or M for the rows of op(A) and N for the columns of op(B)
-  // (row-wise).
+  // (row-wise); fp8 operands also block scales (below).
   tessera::ScaleMode scale_mode = tessera::ScaleMode::None;
   std::string config;  // "" = tessera's heuristic
   std::string layout;  // "tn", "nt", ...: op_a then op_b
@@ -66,9 +68,26 @@ struct GemmProblem {
   bool fp8() const { return is_fp8(a.dtype); }  // E4M3 or E5M2 operands (A and B alike)
   bool fast_accum() const { return precision == tessera::Precision::Fp8FastAccum; }
   bool has_scales() const { return scale_mode != tessera::ScaleMode::None; }
-  // Lengths of the scale vectors (0 without scales): row-wise M and N, else one value each.
-  int64_t scale_a_length() const { return !has_scales() ? 0 : scale_mode == tessera::ScaleMode::RowWise ? m : 1; }
-  int64_t scale_b_length() const { return !has_scales() ? 0 : scale_mode == tessera::ScaleMode::RowWise ? n : 1; }
+  bool block_scales() const { return scale_mode == tessera::ScaleMode::Block; }
+  // Block scales (--scales block, fp8 operands, row-major D): scale_a M x ceil(K/128), one per row of
+  // op(A) and 128-deep block of K; scale_b ceil(K/128) x ceil(N/128), one per 128 x 128 block of op(B).
+  // The one place that lays them out: as cuBLASLt's VEC128_32F (scale_a) and BLK128x128_32F (scale_b)
+  // read them for the K-major ("TN") fp8 GEMM it runs for a row-major D (cublaslt_gemm.hpp: its A slot
+  // then holds op(B), its B slot op(A); CUDALibrarySamples' cuBLASLt helpers size them
+  // ceil(inner / 128) * outer and round_up(ceil(inner / 128), 4) * ceil(outer / 128), and
+  // torch._scaled_mm checks these strides), and tessera reads the same storage at these strides:
+  //   scale_a column-major, M apart ("outer-dim-major"): (m, kb) at m + kb * M;
+  //   scale_b column-major, its leading dimension ceil(K/128) rounded up to a multiple of 4:
+  //   (kb, nb) at kb + nb * round_up(ceil(K/128), 4).
+  int64_t k_blocks() const { return (k + kScaleBlockK - 1) / kScaleBlockK; }
+  int64_t n_blocks() const { return (n + kScaleBlockK - 1) / kScaleBlockK; }
+  int64_t scale_b_ld() const { return (k_blocks() + 3) / 4 * 4; }
+  std::array<int64_t, 2> scale_a_strides() const { return {1, m}; }             // {along M, along K blocks}
+  std::array<int64_t, 2> scale_b_strides() const { return {1, scale_b_ld()}; }  // {along K blocks, along N blocks}
+  // Elements of the scale buffers (0 without scales): row-wise M and N; block the matrices above (with
+  // scale_b's padding); else one value each.
+  int64_t scale_a_length() const;
+  int64_t scale_b_length() const;
   // 2*M*N*K*batch: floating-point operations, or for int8 operands integer operations (reported as
   // TOPS in the fields that say TFLOP/s elsewhere; throughput_unit() names the unit). fp8: FLOPs.
   double flops() const { return 2.0 * double(m) * double(n) * double(k) * double(batch); }

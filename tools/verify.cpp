@@ -1,6 +1,7 @@
 #include "verify.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "cublaslt_gemm.hpp"
@@ -71,58 +72,89 @@ VerifyResult finish(VerifyResult r, double err_sq, double ref_sq) {
   return r;
 }
 
-// int8 operands: exact int64 sums on the GPU; an s32 D must equal them, a dequantised one is compared
-// with their fp32 dequantisation (C, bias and activation applied as for the float dtypes).
-VerifyResult verify_int8(const GemmProblem& p, const InputSet& inputs, GuardedBuffer& d,
-                         const std::function<void()>& run_tessera, cudaStream_t stream) {
-  const MatrixView view = view_of(p);
-  DeviceBuffer sums(p.d.elements() * sizeof(int64_t));
-  int8_reference_sums(int8_operand_a(p, inputs.a.get()), int8_operand_b(p, inputs.b.get()), p.k, view,
-                      sums.as<int64_t>(), stream);
-  VerifyResult r;
-  r.tol = verify_tolerance(p.a.dtype, p.d.dtype, p.precision);
-  if (p.d.dtype == DType::S32) {
-    r.exact = true;
-    d.fill_guards(stream);
-    d.poison(stream, GuardedBuffer::kPoisonByteS32);  // an unwritten output cannot equal its sum
-    run_tessera();
-    r.guards_ok = d.guards_intact(stream);
-    const ExactCompare c = compare_exact_s32(static_cast<const int32_t*>(d.data()), sums.as<int64_t>(), view, stream);
-    r.mismatches = c.mismatches;
-    if (c.mismatches)
-      r.first_mismatch = "(" + std::to_string(c.first_batch) + ", " + std::to_string(c.first_row) + ", " +
-                         std::to_string(c.first_col) + "): got " + std::to_string(c.first_out) + ", want " +
-                         std::to_string(c.first_ref);
-    r = finish(r, c.err_sq, c.ref_sq);
-    r.pass = c.mismatches == 0 && r.guards_ok;
-    return r;
-  }
-  DeviceBuffer ref(p.d.elements() * sizeof(float));
-  dequantised_reference(sums.as<int64_t>(), view, p.alpha, inputs.scale_a.as<float>(), inputs.scale_b.as<float>(),
-                        p.scale_mode == tessera::ScaleMode::RowWise, p.beta, p.has_c() ? inputs.c.get() : nullptr,
-                        p.d.dtype, ref.as<float>(), stream);
-  sums.reset();
-  apply_bias_activation(ref.as<float>(), view, p.has_bias() ? inputs.bias.get() : nullptr, p.d.dtype,
-                        p.per_row_bias(), p.bias_batch_stride, p.activation, stream);
+// Fills D's guards, poisons D (an element left unwritten stays NaN, counted as non-finite), runs `run`
+// (which writes D) once, and compares D with the fp32 reference `ref` (laid out as D).
+VerifyResult check_against(const GemmProblem& p, GuardedBuffer& d, const std::function<void()>& run, const float* ref,
+                           double tol, cudaStream_t stream) {
   d.fill_guards(stream);
   d.poison(stream);
-  run_tessera();
+  run();
+  VerifyResult r;
+  r.tol = tol;
   r.guards_ok = d.guards_intact(stream);
-  const CompareSums sums_cmp = compare_to_reference(d.data(), p.d.dtype, ref.as<float>(), view, stream);
-  r.nonfinite = sums_cmp.nonfinite;
-  r = finish(r, sums_cmp.err_sq, sums_cmp.ref_sq);
+  const CompareSums sums = compare_to_reference(d.data(), p.d.dtype, ref, view_of(p), stream);
+  r.nonfinite = sums.nonfinite;
+  r = finish(r, sums.err_sq, sums.ref_sq);
   r.pass = r.rel_err <= r.tol && r.nonfinite == 0 && r.guards_ok;
   return r;
 }
 
-// fp8 operands: A and B widened to fp32 (exactly) with their layouts, cuBLASLt's fp32 GEMM of them
-// (CUBLAS_COMPUTE_32F: fp32 products, exact for fp8 inputs, summed in fp32) as the sums, then
-// alpha * scale_a * scale_b * sums + beta * C in fp64 (dequantised_reference), bias and activation in
-// fp32, compared with D as for the float dtypes.
-VerifyResult verify_fp8(const GemmProblem& p, const InputSet& inputs, GuardedBuffer& d,
-                        const std::function<void()>& run_tessera, cublasLtHandle_t lt,
-                        const DeviceBuffer& lt_workspace, cudaStream_t stream) {
+// int8 operands: the exact int64 sums, computed on the GPU, laid out as D.
+DeviceBuffer int8_sums(const GemmProblem& p, const InputSet& inputs, cudaStream_t stream) {
+  DeviceBuffer sums(p.d.elements() * sizeof(int64_t));
+  int8_reference_sums(int8_operand_a(p, inputs.a.get()), int8_operand_b(p, inputs.b.get()), p.k, view_of(p),
+                      sums.as<int64_t>(), stream);
+  return sums;
+}
+
+// int8 operands, s32 D: the D must equal the exact sums bit for bit.
+VerifyResult verify_int8_exact(const GemmProblem& p, const InputSet& inputs, GuardedBuffer& d,
+                               const std::function<void()>& run_tessera, cudaStream_t stream) {
   const MatrixView view = view_of(p);
+  const DeviceBuffer sums = int8_sums(p, inputs, stream);
+  VerifyResult r;
+  r.exact = true;
+  d.fill_guards(stream);
+  d.poison(stream, GuardedBuffer::kPoisonByteS32);  // an unwritten output cannot equal its sum
+  run_tessera();
+  r.guards_ok = d.guards_intact(stream);
+  const ExactCompare c = compare_exact_s32(static_cast<const int32_t*>(d.data()), sums.as<int64_t>(), view, stream);
+  r.mismatches = c.mismatches;
+  if (c.mismatches)
+    r.first_mismatch = "(" + std::to_string(c.first_batch) + ", " + std::to_string(c.first_row) + ", " +
+                       std::to_string(c.first_col) + "): got " + std::to_string(c.first_out) + ", want " +
+                       std::to_string(c.first_ref);
+  r = finish(r, c.err_sq, c.ref_sq);
+  r.pass = c.mismatches == 0 && r.guards_ok;
+  return r;
+}
+
+// int8 operands, dequantised D: the fp32 dequantisation of exact int64 sums (C, bias and activation
+// applied as for the float dtypes).
+DeviceBuffer int8_reference(const GemmProblem& p, const InputSet& inputs, cudaStream_t stream) {
+  const DeviceBuffer sums = int8_sums(p, inputs, stream);
+  DeviceBuffer ref(p.d.elements() * sizeof(float));
+  dequantised_reference(sums.as<int64_t>(), view_of(p), p.alpha, inputs.scale_a.as<float>(), inputs.scale_b.as<float>(),
+                        p.scale_mode == tessera::ScaleMode::RowWise, p.beta, p.has_c() ? inputs.c.get() : nullptr,
+                        p.d.dtype, ref.as<float>(), stream);
+  return ref;
+}
+
+// A stored operand as the device helpers walk it (a broadcast operand once).
+MatrixView operand_view(const StoredMatrix& s) {
+  return MatrixView{s.rows, s.cols, s.ld, s.broadcast() ? 1 : s.batch, s.batch_stride, s.row_major};
+}
+
+// The block scales (GemmProblem's layouts) as the stored A and B meet them: op(A)(m, k) is stored at
+// (m, k) for op n and (k, m) for op t and takes scale_a(m, k / 128); op(B)(k, n) is stored at (k, n)
+// or (n, k) and takes scale_b(k / 128, n / 128).
+BlockScales block_scales_a(const GemmProblem& p, const float* s) {
+  const std::array<int64_t, 2> st = p.scale_a_strides();  // {along M, along K blocks}
+  return p.op_a == tessera::Op::N ? BlockScales{s, st[0], st[1], 1, kScaleBlockK}
+                                  : BlockScales{s, st[1], st[0], kScaleBlockK, 1};
+}
+BlockScales block_scales_b(const GemmProblem& p, const float* s) {
+  const std::array<int64_t, 2> st = p.scale_b_strides();  // {along K blocks, along N blocks}
+  return p.op_b == tessera::Op::N ? BlockScales{s, st[0], st[1], kScaleBlockK, kScaleBlockK}
+                                  : BlockScales{s, st[1], st[0], kScaleBlockK, kScaleBlockK};
+}
+
+// fp8 operands: A and B widened to fp32 (exactly) with their layouts, block scales applied to them
+// (one fp32 rounding each), cuBLASLt's fp32 GEMM of them (CUBLAS_COMPUTE_32F: fp32 products, exact
+// for fp8 inputs without block scales, summed in fp32) as the sums, then alpha (* scale_a * scale_b,
+// per tensor or row) * sums + beta * C in fp64 (dequantised_reference).
+DeviceBuffer fp8_reference(const GemmProblem& p, const InputSet& inputs, cublasLtHandle_t lt,
+                           const DeviceBuffer& lt_workspace, cudaStream_t stream) {
   GemmProblem q = p;  // the sums: same shapes, majors, leading dimensions and batch strides, fp32
   q.a.dtype = q.b.dtype = DType::F32;
   q.d.dtype = DType::F32;
@@ -134,8 +166,16 @@ VerifyResult verify_fp8(const GemmProblem& p, const InputSet& inputs, GuardedBuf
   q.activation = tessera::Activation::None;
   DeviceBuffer a32(p.a.elements() * sizeof(float)), b32(p.b.elements() * sizeof(float));
   DeviceBuffer ref(p.d.elements() * sizeof(float));
-  convert_to_f32(inputs.a.get(), p.a.dtype, a32.as<float>(), p.a.elements(), stream);
-  convert_to_f32(inputs.b.get(), p.b.dtype, b32.as<float>(), p.b.elements(), stream);
+  const bool block = p.block_scales();
+  if (block) {
+    convert_block_scaled_to_f32(inputs.a.get(), p.a.dtype, operand_view(p.a),
+                                block_scales_a(p, inputs.scale_a.as<float>()), a32.as<float>(), stream);
+    convert_block_scaled_to_f32(inputs.b.get(), p.b.dtype, operand_view(p.b),
+                                block_scales_b(p, inputs.scale_b.as<float>()), b32.as<float>(), stream);
+  } else {
+    convert_to_f32(inputs.a.get(), p.a.dtype, a32.as<float>(), p.a.elements(), stream);
+    convert_to_f32(inputs.b.get(), p.b.dtype, b32.as<float>(), p.b.elements(), stream);
+  }
   {
     LtGemm sums(lt, q, DType::F32, lt_workspace.bytes(), CUBLAS_COMPUTE_32F);
     sums.run(a32.get(), b32.get(), nullptr, ref.get(), lt_workspace.get(), stream);
@@ -143,22 +183,27 @@ VerifyResult verify_fp8(const GemmProblem& p, const InputSet& inputs, GuardedBuf
   CLI_CUDA_CHECK(cudaStreamSynchronize(stream));
   a32.reset();
   b32.reset();
-  dequantised_reference(ref.as<float>(), view, p.alpha, inputs.scale_a.as<float>(), inputs.scale_b.as<float>(),
-                        p.scale_mode == tessera::ScaleMode::RowWise, p.beta, p.has_c() ? inputs.c.get() : nullptr,
-                        p.d.dtype, ref.as<float>(), stream);
-  apply_bias_activation(ref.as<float>(), view, p.has_bias() ? inputs.bias.get() : nullptr, p.d.dtype,
-                        p.per_row_bias(), p.bias_batch_stride, p.activation, stream);
-  d.fill_guards(stream);
-  d.poison(stream);
-  run_tessera();
-  VerifyResult r;
-  r.tol = verify_tolerance(p.a.dtype, p.d.dtype, p.precision, p.k);
-  r.guards_ok = d.guards_intact(stream);
-  const CompareSums sums_cmp = compare_to_reference(d.data(), p.d.dtype, ref.as<float>(), view, stream);
-  r.nonfinite = sums_cmp.nonfinite;
-  r = finish(r, sums_cmp.err_sq, sums_cmp.ref_sq);
-  r.pass = r.rel_err <= r.tol && r.nonfinite == 0 && r.guards_ok;
-  return r;
+  dequantised_reference(ref.as<float>(), view_of(p), p.alpha, block ? nullptr : inputs.scale_a.as<float>(),
+                        block ? nullptr : inputs.scale_b.as<float>(), p.scale_mode == tessera::ScaleMode::RowWise,
+                        p.beta, p.has_c() ? inputs.c.get() : nullptr, p.d.dtype, ref.as<float>(), stream);
+  return ref;
+}
+
+// Float operands: cuBLASLt's fp32-output GEMM of the same A, B and C (C widened to fp32 so that
+// cuBLASLt reads exactly the values tessera reads).
+DeviceBuffer float_reference(const GemmProblem& p, const InputSet& inputs, cublasLtHandle_t lt,
+                             const DeviceBuffer& lt_workspace, cudaStream_t stream) {
+  const size_t d_elements = p.d.elements();
+  DeviceBuffer ref(d_elements * sizeof(float));
+  DeviceBuffer c32;
+  if (p.has_c()) {
+    c32 = DeviceBuffer(d_elements * sizeof(float));
+    convert_to_f32(inputs.c.get(), p.d.dtype, c32.as<float>(), d_elements, stream);
+  }
+  LtGemm reference(lt, p, DType::F32, lt_workspace.bytes());
+  reference.run(inputs.a.get(), inputs.b.get(), c32.get(), ref.get(), lt_workspace.get(), stream);
+  CLI_CUDA_CHECK(cudaStreamSynchronize(stream));  // before c32 is freed
+  return ref;
 }
 
 }  // namespace
@@ -181,37 +226,20 @@ Int8Operand int8_operand_b(const GemmProblem& p, const void* b_ptr) {
 
 VerifyResult verify_gemm(const GemmProblem& p, const InputSet& inputs, GuardedBuffer& d,
                          const std::function<void()>& run_tessera, cublasLtHandle_t lt,
-                         const DeviceBuffer& lt_workspace, cudaStream_t stream) {
-  if (p.int8()) return verify_int8(p, inputs, d, run_tessera, stream);
-  if (p.fp8()) return verify_fp8(p, inputs, d, run_tessera, lt, lt_workspace, stream);
-  // Reference: fp32 D with D's layout, from the same A, B and C (C widened to fp32 so that
-  // cuBLASLt reads exactly the values tessera reads).
-  const size_t d_elements = p.d.elements();
-  DeviceBuffer ref(d_elements * sizeof(float));
-  DeviceBuffer c32;
-  if (p.has_c()) {
-    c32 = DeviceBuffer(d_elements * sizeof(float));
-    convert_to_f32(inputs.c.get(), p.d.dtype, c32.as<float>(), d_elements, stream);
-  }
-  LtGemm reference(lt, p, DType::F32, lt_workspace.bytes());
-  reference.run(inputs.a.get(), inputs.b.get(), c32.get(), ref.get(), lt_workspace.get(), stream);
-  // tessera's fused epilogue, D = act(alpha * AB + beta * C + bias), finished on the fp32 reference.
-  const MatrixView view = view_of(p);
-  apply_bias_activation(ref.as<float>(), view, p.has_bias() ? inputs.bias.get() : nullptr, p.d.dtype,
+                         const DeviceBuffer& lt_workspace, cudaStream_t stream, const std::function<void()>& run_other,
+                         VerifyResult* other) {
+  if (p.int8() && p.d.dtype == DType::S32) return verify_int8_exact(p, inputs, d, run_tessera, stream);
+  DeviceBuffer ref = p.int8()  ? int8_reference(p, inputs, stream)
+                     : p.fp8() ? fp8_reference(p, inputs, lt, lt_workspace, stream)
+                               : float_reference(p, inputs, lt, lt_workspace, stream);
+  // tessera's fused epilogue, D = act(... + bias), finished on the fp32 reference.
+  apply_bias_activation(ref.as<float>(), view_of(p), p.has_bias() ? inputs.bias.get() : nullptr, p.d.dtype,
                         p.per_row_bias(), p.bias_batch_stride, p.activation, stream);
-
-  // Poisoned D: an element tessera fails to write stays NaN and is counted as non-finite.
-  d.fill_guards(stream);
-  d.poison(stream);
-  run_tessera();
-
-  VerifyResult r;
-  r.guards_ok = d.guards_intact(stream);
-  const CompareSums sums = compare_to_reference(d.data(), p.d.dtype, ref.as<float>(), view, stream);
-  r = finish(r, sums.err_sq, sums.ref_sq);
-  r.tol = verify_tolerance(p.a.dtype, p.d.dtype, p.precision);
-  r.nonfinite = sums.nonfinite;
-  r.pass = r.rel_err <= r.tol && r.nonfinite == 0 && r.guards_ok;
+  // Block scales: every 128-deep block's sums are promoted (and scaled), whatever the precision says.
+  const double tol = verify_tolerance(p.a.dtype, p.d.dtype,
+                                      p.block_scales() ? tessera::Precision::Default : p.precision, p.k);
+  const VerifyResult r = check_against(p, d, run_tessera, ref.as<float>(), tol, stream);
+  if (run_other && other) *other = check_against(p, d, run_other, ref.as<float>(), tol, stream);
   return r;
 }
 

@@ -1,7 +1,8 @@
 // --verify: tessera's D against a cuBLASLt fp32-output reference from the same inputs; int8 operands
 // against exact int64 sums computed on the GPU (device_helpers.hpp), an s32 D equal to them bit for
 // bit, a dequantised D against their fp32 dequantisation; fp8 operands against cuBLASLt's fp32 GEMM of
-// the operands widened to fp32 (exact products), dequantised by the scales.
+// the operands widened to fp32 (exact products), dequantised by the scales (block scales: applied to
+// the widened operands before the GEMM).
 #pragma once
 
 #include <cublasLt.h>
@@ -48,8 +49,11 @@ Int8Operand int8_operand_b(const GemmProblem& p, const void* b_ptr);
 
 // Computes the reference, fills D's guards, poisons D, runs `run_tessera` (which writes `d` from
 // `inputs`) once, and checks the output and the guards. `lt_workspace` is cuBLASLt's workspace.
+// `run_other` (optional; not for an s32 D): another GEMM that writes `d` from the same inputs (the
+// --compare anchor), checked the same way against the same reference into *other.
 VerifyResult verify_gemm(const GemmProblem& p, const InputSet& inputs, GuardedBuffer& d,
                          const std::function<void()>& run_tessera, cublasLtHandle_t lt,
-                         const DeviceBuffer& lt_workspace, cudaStream_t stream);
+                         const DeviceBuffer& lt_workspace, cudaStream_t stream,
+                         const std::function<void()>& run_other = nullptr, VerifyResult* other = nullptr);
 
 }  // namespace tessera_cli
