@@ -151,7 +151,11 @@ if [ "$mode" = all ] || [ "$mode" = sanitize ]; then
         case $cfg in sm90_128x256*) ;; *)  # promoted fp8 sums, split-K over them
           TESSERA_GEMM_SPLITS=3 compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" gemm \
             --m 200 --n 136 --k 1000 --dtype e5m2 --layout tn --beta 0.5 --bias col --config $cfg --verify --iters 1 \
-            --warmup 0 || echo "SANITIZER_FAIL $tool $cfg e5m2 promoted split-K";;
+            --warmup 0 || echo "SANITIZER_FAIL $tool $cfg e5m2 promoted split-K"
+          # block scales (their own kernels): ragged K blocks and rows, split-K folding scaled sums
+          TESSERA_GEMM_SPLITS=3 compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" gemm \
+            --m 200 --n 136 --k 1000 --dtype e4m3 --scales block --d-row-major --layout nn --beta 0.5 --bias col \
+            --config $cfg --verify --iters 1 --warmup 0 || echo "SANITIZER_FAIL $tool $cfg e4m3 block split-K";;
         esac
       done
     done
