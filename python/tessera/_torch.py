@@ -129,6 +129,8 @@ def _with_workspace(t: Tensor, launch) -> bool:
     -1 (the general path must) or the workspace bytes it needs, with this stream's cached workspace,
     allocating (and caching) a larger one when asked; False when the general path must run."""
     dev = t.get_device()
+    if dev < 0:  # not a CUDA tensor: the general path says why (and a driverless host has no stream to ask for)
+        return False
     stream = _raw_stream(dev)
     key = (dev, stream)
     ws_ptr, ws_bytes, _ = _ws_cache.get(key, _NO_WS)
@@ -146,6 +148,8 @@ def _matmul_eager(a, b, c, alpha, beta, bias, act, d, max_sms, precision=0, scal
     path must.
     _with_workspace written out: the cached-workspace hit is the whole of a small matmul's host cost."""
     dev = a.get_device()
+    if dev < 0:  # as in _with_workspace
+        return -1
     stream = _raw_stream(dev)
     ws_ptr, ws_bytes, _ = _ws_cache.get((dev, stream), _NO_WS)
     need = _C.matmul_tensors(a, b, c, d, alpha, beta, bias, act, ws_ptr, ws_bytes, True, stream, max_sms, precision,
