@@ -20,7 +20,7 @@ const char* bias_mode_name(tessera::BiasMode m);     // "none", "row", "col" (th
 const char* scale_mode_name(tessera::ScaleMode m);   // "none", "tensor", "row", "block" (the --scales values)
 const char* precision_name(tessera::Precision p);    // "default", "tf32", "tf32x3", "fp8_fast_accum"
 bool is_fp8(tessera::DType t);                        // E4M3 or E5M2
-constexpr int64_t kScaleBlockK = 128;                 // K (and N) per block scale (ScaleMode::Block)
+constexpr int64_t kScaleBlockK = TESSERA_SCALE_BLOCK_K;  // K (and N) per block scale (ScaleMode::Block)
 
 // A (batched) matrix as the CLI stores it.
 struct StoredMatrix {

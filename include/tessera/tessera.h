@@ -92,6 +92,9 @@ typedef enum tessera_precision_t {
 
 /* Scales of S8 and fp8 operands (dequantisation): D = act(alpha * scale_a * scale_b * (op(A) op(B)) +
  * beta * C + bias), the sums (int32 converted to fp32, or fp32) scaled before the rest of the epilogue. */
+/* K (and N) that one block scale covers (TESSERA_SCALE_BLOCK). */
+#define TESSERA_SCALE_BLOCK_K 128
+
 typedef enum tessera_scale_mode_t {
   TESSERA_SCALE_NONE = 0,    /* no scales: scale_a and scale_b must be NULL                          */
   TESSERA_SCALE_TENSOR = 1,  /* one fp32 each: *scale_a and *scale_b                                  */

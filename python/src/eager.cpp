@@ -147,10 +147,11 @@ bool scale_vector(const View& v, int64_t len, bool column) {
   return len <= 1 || stride == 1;
 }
 
-// A rows x cols block-scale matrix that is row- or column-major (its strides go to the library as they are).
+// A rows x cols block-scale matrix with a row- or column-major form (matrix_of's rule, the library's too;
+// its strides go to the library as they are).
 bool scale_matrix(const View& v, int64_t rows, int64_t cols) {
-  return v.dim == 2 && v.size[0] == rows && v.size[1] == cols &&
-         (v.stride[1] == 1 || cols <= 1 || v.stride[0] == 1 || rows <= 1);
+  tessera::Matrix m;
+  return v.dim == 2 && v.size[0] == rows && v.size[1] == cols && matrix_of(v, &m);
 }
 
 // The dequantisation scales of s8 / fp8 operands into `g`: fp32 on `dev`, one element each (per tensor),
@@ -162,7 +163,8 @@ bool scales_of(nb::handle sa, nb::handle sb, int dev, bool fp8, tessera::GemmArg
   if (sa.is_none() || sb.is_none() || !view_of(sa, &va) || !view_of(sb, &vb)) return false;
   if (va.dtype != TESSERA_DTYPE_F32 || vb.dtype != TESSERA_DTYPE_F32 || va.device != dev || vb.device != dev)
     return false;
-  const int64_t kb = (g->a.cols + 127) / 128, nb = (g->d.cols + 127) / 128;
+  constexpr int64_t kBlock = TESSERA_SCALE_BLOCK_K;
+  const int64_t kb = (g->a.cols + kBlock - 1) / kBlock, nb = (g->d.cols + kBlock - 1) / kBlock;
   if (va.numel() == 1 && vb.numel() == 1) {
     g->scale_mode = tessera::ScaleMode::Tensor;
   } else if (scale_vector(va, g->d.rows, true) && scale_vector(vb, g->d.cols, false)) {

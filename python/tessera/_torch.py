@@ -247,7 +247,7 @@ def _scale_mode(scale_a, scale_b, m: int, n: int, k: int, fp8: bool) -> int:
     one_a, one_b = scale_a.numel() == 1, scale_b.numel() == 1
     if one_a and one_b:
         return _C.SCALE_TENSOR
-    kb, nb = -(-k // 128), -(-n // 128)
+    kb, nb = -(-k // _C.SCALE_BLOCK_K), -(-n // _C.SCALE_BLOCK_K)
     rows_a = one_a or tuple(scale_a.shape) in ((m,), (m, 1))
     rows_b = one_b or tuple(scale_b.shape) in ((n,), (1, n))
     if rows_a and rows_b:
@@ -334,12 +334,8 @@ def _scale_args(scale_a: Optional[Tensor], scale_b: Optional[Tensor], device: to
     if mode == _C.SCALE_ROWWISE:
         scale_a = (scale_a.reshape(m) if scale_a.numel() == m else scale_a.reshape(1).expand(m)).contiguous()
         scale_b = (scale_b.reshape(n) if scale_b.numel() == n else scale_b.reshape(1).expand(n)).contiguous()
-    elif mode == _C.SCALE_BLOCK:
-        def matrix(s):  # the library reads a row- or column-major matrix at the given strides
-            rows, cols = s.shape
-            ok = s.stride(1) == 1 or cols <= 1 or s.stride(0) == 1 or rows <= 1
-            return s if ok else s.contiguous()
-        scale_a, scale_b = matrix(scale_a), matrix(scale_b)
+    elif mode == _C.SCALE_BLOCK:  # the library reads a row- or column-major matrix at the given strides
+        scale_a, scale_b = (s if _matrix(s, _C.F32) is not None else s.contiguous() for s in (scale_a, scale_b))
         kw.update(scale_a_strides=tuple(scale_a.stride()), scale_b_strides=tuple(scale_b.stride()))
     kw.update(scale_a=scale_a.data_ptr(), scale_b=scale_b.data_ptr())
     return kw, (scale_a, scale_b)

@@ -70,6 +70,8 @@ OperandPlan operand(const Matrix& x, Op op, bool rows_are_k, int64_t batch, bool
 
 }  // namespace
 
+static_assert(kScaleBlockK == TESSERA_SCALE_BLOCK_K, "the kernels' k-tile per block scale is the API's block");
+
 BlockScaleLayout block_scale_layout(int64_t rows, int64_t cols, const int64_t (&strides)[2]) {
   BlockScaleLayout l;
   if (strides[0] == 0 && strides[1] == 0) return {true, true, std::max<int64_t>(1, cols)};
