@@ -5,7 +5,8 @@
 //   (the bias and the activation applied on the host in fp64),
 // plus: no NaN/Inf in D, guard bands and D's padding (bytes between rows/batches) untouched.
 // (The 1e-3 floor only matters for 1x1-sized results whose value happens to be tiny, where an
-// f16 subnormal's absolute rounding would otherwise read as a large relative error.)
+// f16 subnormal's absolute rounding would otherwise read as a large relative error; for fp8 operands
+// the floor is half the norm D has on average, as the tensor cores' error scales with the products.)
 // S8 operands (uniform integers in [-128, 127]): the oracle is the exact int64 sums from a plain GPU
 // kernel (gpu_helpers.hpp int8_gemm_reference) instead of cuBLAS; an S32 D must equal them exactly
 // (D poisoned with 0x80 bytes, a value no sum reaches), a float D must match
