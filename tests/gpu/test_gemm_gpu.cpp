@@ -2155,6 +2155,7 @@ struct Fp8Row {
 // src/gemm/sm90/configs.def and the fallback's flags in src/gemm/configs.cpp); the CUDA-core fallback
 // sums in plain fp32 whichever the precision.
 const Fp8Row kFp8Rows[] = {{"sm90_128x128x64_s6_coop", true},
+                           {"sm90_128x128x64_s6_c2_coop", true},
                            {"sm90_128x64x64_s8_c1x2_coop", true},
                            {"sm90_128x256x64_s4_c2_coop", false},
                            {"simt_fallback", true}};
