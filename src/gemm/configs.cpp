@@ -50,14 +50,14 @@ std::vector<Config> build() {
                      "Any alignment, no workspace: CUDA-core fp32 FMA with element-wise loads, slow but always "
                      "correct."});
   // fp32 operands in plain fp32, s8 in int32, fp8 in fp32
-  v.back().tf32 = v.back().tf32x3 = v.back().s8 = v.back().fp8 = v.back().fp8_promote = true;
+  v.back().tf32 = v.back().tf32x3 = v.back().s8 = v.back().fp8 = v.back().fp8_promote = v.back().fp8_block = true;
   for (Config& c : v) {
     if (c.kernel == Kernel::Sm80) c.tf32 = sm80::has_tf32(c.id), c.s8 = sm80::has_s8(c.id);
     // 3xTF32 needs the promoted accumulators (sm90 Traits::kPromote): the rows with registers for them.
     if (c.kernel == Kernel::Sm90)
       c.tf32 = sm90::has_tf32(c.id), c.tf32x3 = c.tf32 && sm90::consumers_have_room(c.bm, c.bn, c.pingpong),
       c.s8 = sm90::has_s8(c.id), c.fp8 = sm90::has_fp8(c.id),
-      c.fp8_promote = c.fp8 && sm90::consumers_have_room(c.bm, c.bn, c.pingpong);
+      c.fp8_promote = c.fp8 && sm90::promotes_fp8(c.bm, c.bn, c.pingpong), c.fp8_block = sm90::has_fp8_block(c.id);
   }
   return v;
 }
@@ -201,6 +201,11 @@ constexpr double kStreamKMinGain = 0.99;
 // tile count (128x256 pairs, 8192 x 8192 x K), scaled by tile area. A ping-pong CTA's epilogue runs
 // under the other warpgroup's mainloop: it pays it once, at the end.
 constexpr double kTileOverheadUs = 3.6;   // per 128 x 256 tile
+// fp8 with promoted sums: the tensor cores idle while each k-tile's sums are added into the totals,
+// and the tiles that promote ran at ~70% of the mainloop rate the model gives them (128x128 and 128x192
+// pairs, 1.06-1.19 PFLOP/s). At the full rate the L2 term bound 128x128 pairs instead, and 128x192
+// pairs won where their partial last wave made them lose.
+constexpr double kPromotedFp8Rate = 0.75;
 
 // Clusters walk cluster_m x cluster_n tiles together (a rank past the last tile idles): the tile
 // grid along M and N, padded to whole clusters.
@@ -212,12 +217,12 @@ long long padded_tiles_n(const Config& c, long long n) {
 }
 
 double sm90_cost(const Config& c, long long m, long long n, long long k, long long batch, int sm_count, int splits,
-                 bool stream_k = false) {
+                 bool stream_k = false, double rate = 1.0) {
   const long long tiles_m = padded_tiles_m(c, m), tiles_n = padded_tiles_n(c, n);
   const long long units = tiles_m * tiles_n * batch * splits;
   const long long waves = (units + sm_count - 1) / sm_count;
   const long long k_tiles = ((k + c.bk - 1) / c.bk + splits - 1) / splits;
-  const double tile_us = 2.0 * c.bm * c.bn * c.bk / (kSmFlopsPerUs * c.throughput / 100.0);  // one k-tile
+  const double tile_us = 2.0 * c.bm * c.bn * c.bk / (kSmFlopsPerUs * rate * c.throughput / 100.0);  // one k-tile
   const double overhead = kTileOverheadUs * c.bm * c.bn / (128.0 * 256.0);
   double iters = double(waves) * k_tiles;  // k-tiles through one SM
   double mma = iters * tile_us + (c.pingpong ? 1.0 : double(waves)) * overhead;
@@ -299,19 +304,25 @@ Selection select_sm90(const HeuristicInput& in) {
     for (const Config& c : configs()) {
       if (c.kernel != Kernel::Sm90 || c.smem_bytes > in.smem_optin || in.cc < c.min_cc || in.cc > c.max_cc) continue;
       if ((flip && !c.flip) || (in.f32 && !c.tf32) || (in.f32x3 && !c.tf32x3) || (in.s8 && !c.s8)) continue;
-      if ((in.fp8 && !c.fp8) || (in.fp8_promote && !c.fp8_promote)) continue;
+      if ((in.fp8 && !c.fp8) || (in.fp8_promote && !c.fp8_promote) || (in.fp8_block && !c.fp8_block)) continue;
       // 3xTF32 drains the WGMMA pipeline at each promotion, which the cost model does not see: the
       // 128x64 pairs, with twice the CTAs of 128x128 to cover it, ran faster on most shapes (docs/PERF.md).
       if (in.f32x3 && c.bn > 64) continue;
       // fp8 with promoted sums: 128x64 pairs read a third more shared memory per FLOP than 128x128,
       // which binds at fp8's rate (docs/PERF.md): they only where 128x128 tiles leave SMs idle.
       if (in.fp8_promote && c.bn <= 64 && ((m + 127) / 128) * ((n + 127) / 128) * in.batch >= in.sm_count) continue;
+      // 128x128 pairs relieve L2, which binds only once the tiles take more than two waves; below that the
+      // unpaired tile ran faster (fp8 and 16 bits), which the cost model's L2 term rates the other way round.
+      if (c.bm == 128 && c.bn == 128 && c.cluster_m * c.cluster_n > 1 &&
+          ((m + 127) / 128) * ((n + 127) / 128) * in.batch <= 2LL * in.sm_count)
+        continue;
       // The 64x96 decode tile only where its pairs span M (the activations, at most 128 rows): at
       // M = 256 it lost to 64x64 pairs, which the cost model rated the other way round.
       if (c.bn % 64 != 0 && m > c.bm * c.cluster_m) continue;
       const Decomposition d =
           flip || in.s8 ? Decomposition{} : select_decomposition_uncached(c, m, n, in.k, in.batch, in.sm_count);
-      const double cost = sm90_cost(c, m, n, in.k, in.batch, in.sm_count, d.splits, d.stream_k);
+      const double cost = sm90_cost(c, m, n, in.k, in.batch, in.sm_count, d.splits, d.stream_k,
+                                    in.fp8_promote ? kPromotedFp8Rate : 1.0);
       const Waves waves = waves_of(c, d, m, n, in.batch, in.sm_count);
       bool take = !best.config || cost < best_cost * (1 - kTie);
       if (best.config && !take && cost <= best_cost * (1 + kTie)) {  // a tie
@@ -345,7 +356,8 @@ Selection select(const HeuristicInput& in) {
   thread_local Memo<std::array<long long, 8>, Selection> memo;
   return memo.get({in.m, in.n, in.k, in.batch, in.sm_count, in.cc, in.smem_optin,
                    (in.tma_ok ? 1 : 0) + 2 * in.flip + 8 * (in.skinny_ok ? 1 : 0) + 16 * (in.f32 ? 1 : 0) + 32 * (in.f32x3 ? 1 : 0) +
-                       64 * (in.s8 ? 1 : 0) + 128 * (in.fp8 ? 1 : 0) + 256 * (in.fp8_promote ? 1 : 0)},
+                       64 * (in.s8 ? 1 : 0) + 128 * (in.fp8 ? 1 : 0) + 256 * (in.fp8_promote ? 1 : 0) +
+                       512 * (in.fp8_block ? 1 : 0)},
                   [&] { return select_uncached(in); });
 }
 

@@ -34,6 +34,7 @@ struct Config {
   bool s8 = false;        // runs s8 operands (sm90/configs.def TESSERA_SM90_S8; the fallback in int32)
   bool fp8 = false;       // runs fp8 operands (sm90/configs.def TESSERA_SM90_FP8; the fallback in fp32)
   bool fp8_promote = false;  // ... with promoted sums (sm90 Traits::kPromote), fp8's default precision
+  bool fp8_block = false;    // ... with block scales (sm90/configs.def TESSERA_SM90_FP8_BLOCK; the fallback)
 };
 
 const std::vector<Config>& configs();
@@ -84,6 +85,8 @@ struct HeuristicInput {
   // fp8 operands: only the configs with Config::fp8 (Config::fp8_promote for promoted sums), `k` as for s8.
   bool fp8 = false;
   bool fp8_promote = false;
+  // fp8 block scales (promoted sums): only the configs with Config::fp8_block.
+  bool fp8_block = false;
 };
 
 // Decode shapes (a side of at most this many rows, both operands K-major) go to the skinny kernel

@@ -75,6 +75,7 @@ Status choose(const ConfigChoice& req, const GemmPlan& plan, const detail::Devic
   in.s8 = plan.ab_dtype == kS8;
   in.fp8 = is_fp8(plan.ab_dtype);
   in.fp8_promote = in.fp8 && plan.promote;
+  in.fp8_block = in.fp8 && plan.params.block.row != nullptr;
   in.skinny_ok = tma_ok && plan.a.k_major && plan.b.k_major && !in.f32 && !in.s8 && !in.fp8;
   // fp8 runs on Hopper's fp8 tensor cores (or, without the workspace for copies, on the CUDA cores there).
   if (in.fp8 && cc != 90)
@@ -83,14 +84,15 @@ Status choose(const ConfigChoice& req, const GemmPlan& plan, const detail::Devic
                                                   "cores); this device is sm_" + std::to_string(cc));
   if (const Config* c = req.config) {
     if ((in.f32 && !c->tf32) || (in.f32x3 && !c->tf32x3) || (in.s8 && !c->s8) || (in.fp8 && !c->fp8) ||
-        (in.fp8_promote && !c->fp8_promote)) {
+        (in.fp8_promote && !c->fp8_promote) || (in.fp8_block && !c->fp8_block)) {
       const char* what = in.s8           ? "s8 operands"
-                         : in.fp8_promote ? "fp8 operands with promoted sums (precision default, or block scales)"
+                         : in.fp8_block   ? "fp8 operands with block scales"
+                         : in.fp8_promote ? "fp8 operands with promoted sums (precision default)"
                          : in.fp8         ? "fp8 operands"
                          : in.f32x3       ? "f32 operands (tf32x3)"
                                           : "f32 operands (tf32)";
-      bool Config::*has = in.s8 ? &Config::s8 : in.fp8_promote ? &Config::fp8_promote : in.fp8 ? &Config::fp8
-                          : in.f32x3 ? &Config::tf32x3 : &Config::tf32;
+      bool Config::*has = in.s8 ? &Config::s8 : in.fp8_block ? &Config::fp8_block : in.fp8_promote ? &Config::fp8_promote
+                          : in.fp8 ? &Config::fp8 : in.f32x3 ? &Config::tf32x3 : &Config::tf32;
       return fail(TESSERA_STATUS_NOT_SUPPORTED, std::string("config: '") + c->name + "' has no kernel for " + what +
                                                     "; those with one: " + config_names_with(has));
     }
@@ -128,7 +130,7 @@ Status choose(const ConfigChoice& req, const GemmPlan& plan, const detail::Devic
     if (const ConfigChoice tuned = tuned_config(plan, dev, tma_ok); tuned.config)
       if ((!tuned.flip || flip != 0) && (!in.f32 || tuned.config->tf32) && (!in.f32x3 || tuned.config->tf32x3) &&
           (!in.s8 || tuned.config->s8) && (!in.fp8 || tuned.config->fp8) &&
-          (!in.fp8_promote || tuned.config->fp8_promote) &&
+          (!in.fp8_promote || tuned.config->fp8_promote) && (!in.fp8_block || tuned.config->fp8_block) &&
           (tuned.config->kernel != Kernel::Skinny || skinny_runs(in, skinny::kMaxRows)))
         *out = {tuned.config, false, tuned.flip || (flip == 2 && tuned.config->flip)};
   return Status::success();

@@ -697,6 +697,8 @@ TEST(Heuristic, Fp8OperandsTakeTheFp8Rows) {
     fp8_rows += c.fp8 && c.kernel == Kernel::Sm90;
     promoting += c.fp8_promote && c.kernel == Kernel::Sm90;
     EXPECT_TRUE(!c.fp8_promote || c.fp8) << c.name;
+    EXPECT_TRUE(!c.fp8_block || c.fp8_promote) << c.name << ": block scales are applied as sums are promoted";
+    EXPECT_TRUE(!c.fp8_block || c.kernel != Kernel::Sm90 || 128 % c.bn == 0) << c.name << ": one scale block per tile";
   }
   EXPECT_GE(fp8_rows, 2);
   EXPECT_GE(promoting, 1);
@@ -714,13 +716,19 @@ TEST(Heuristic, Fp8OperandsTakeTheFp8Rows) {
     in.fp8_promote = true;
     const Config& promoted = select_config(in);
     EXPECT_TRUE(promoted.fp8_promote) << promoted.name;
+    in.fp8_block = true;
+    const Config& block = select_config(in);
+    EXPECT_TRUE(block.fp8_block) << block.name;
+    in.fp8_block = false;
     in.tma_ok = false;  // no copies: the CUDA cores
     EXPECT_EQ(select_config(in).kernel, Kernel::Fallback);
   }
   HeuristicInput big{8192, 8192, 4096, 1, kH100.sm_count, kH100.cc, kH100.smem_optin, true};
   big.fp8 = true;
   EXPECT_STREQ(select_config(big).name, kSm90Large);
-  big.fp8_promote = true;  // 128x128 pairs where their tiles fill the GPU, 128x64 pairs where they do not
+  big.fp8_promote = true;  // the widest tile that promotes: 128x192 pairs
+  EXPECT_STREQ(select_config(big).name, kSm90Pair192);
+  big.fp8_block = true;  // block scales: a tile within one 128-column scale block, in pairs
   EXPECT_STREQ(select_config(big).name, kSm90MediumPairs);
   HeuristicInput decode{128, 4096, 2048, 1, kH100.sm_count, kH100.cc, kH100.smem_optin, true};
   decode.fp8 = decode.fp8_promote = true;

@@ -2150,15 +2150,17 @@ TEST_F(GemmS8, MoreBatchesThanOneGridHolds) {
 struct Fp8Row {
   const char* name;
   bool promote;  // also runs Precision::Default (registers for the promoted accumulators)
+  bool block;    // also runs block scales (promotes, a tile within one 128-column scale block)
 };
 // The rows with fp8 kernels. Keep in step with the library's table (the fp8 rows of
 // src/gemm/sm90/configs.def and the fallback's flags in src/gemm/configs.cpp); the CUDA-core fallback
 // sums in plain fp32 whichever the precision.
-const Fp8Row kFp8Rows[] = {{"sm90_128x128x64_s6_coop", true},
-                           {"sm90_128x128x64_s6_c2_coop", true},
-                           {"sm90_128x64x64_s8_c1x2_coop", true},
-                           {"sm90_128x256x64_s4_c2_coop", false},
-                           {"simt_fallback", true}};
+const Fp8Row kFp8Rows[] = {{"sm90_128x128x64_s6_coop", true, true},
+                           {"sm90_128x128x64_s6_c2_coop", true, true},
+                           {"sm90_128x64x64_s8_c1x2_coop", true, true},
+                           {"sm90_128x192x64_s5_c2_coop", true, false},
+                           {"sm90_128x256x64_s4_c2_coop", false, false},
+                           {"simt_fallback", true, true}};
 
 const Fp8Row* fp8_row(const std::string& name) {
   for (const Fp8Row& r : kFp8Rows)
@@ -2667,30 +2669,30 @@ TEST_F(GemmFp8, InvalidArgumentsWriteNothing) {
 // (along K, N or M) is off by up to 64x; every float of the scales' allocations that is not an element
 // is NaN. Tolerance: that of promoted sums (harness.cpp tolerance), whatever the precision.
 
-// The configs that run block scales: the heuristic and the fp8 rows that promote.
+// The configs that run block scales: the heuristic and the fp8 rows that take them.
 std::vector<std::string> block_config_names() {
   std::vector<std::string> v = {""};
   for (const Fp8Row& r : kFp8Rows)
-    if (r.promote) v.push_back(r.name);
+    if (r.block) v.push_back(r.name);
   return v;
 }
 
-// The sm90 fp8 rows that promote (split-K, stream-K, graphs of the K-major copies).
+// The sm90 fp8 rows that take block scales (split-K, stream-K, graphs of the K-major copies).
 std::vector<std::string> block_sm90_config_names() {
   std::vector<std::string> v;
   for (const std::string& name : fp8_sm90_config_names())
-    if (fp8_row(name)->promote) v.push_back(name);
+    if (fp8_row(name)->block) v.push_back(name);
   return v;
 }
 
 // What an explicit config makes of a block-scaled case: a row without fp8 kernels, or one that does not
-// promote, refuses by name at either precision; otherwise expect_fp8_support's rules (this device, and
-// the workspace for the K-major copies).
+// take block scales, refuses by name at either precision; otherwise expect_fp8_support's rules (this
+// device, and the workspace for the K-major copies).
 void expect_block_support(Case& c) {
   expect_support(c);
   if (c.expect != TESSERA_STATUS_SUCCESS || c.config.empty()) return;
   const Fp8Row* row = fp8_row(c.config);
-  if (!row || !row->promote) {
+  if (!row || !row->block) {
     c.expect = TESSERA_STATUS_NOT_SUPPORTED;
     c.expect_message = "config";
     return;
@@ -2954,16 +2956,17 @@ TEST_F(GemmFp8, BlockScalesStreamsGraphsAndTheCAbi) {
   ASSERT_EQ(cudaStreamDestroy(st), cudaSuccess);
 }
 
-// Rows that do not promote their sums (the 128x256 fast-accumulation row) and rows without fp8 kernels
-// refuse block scales by name at either precision (NOT_SUPPORTED, D untouched): Fp8FastAccum does not
-// make a non-promoting row run them.
+// Rows that do not promote their sums (the 128x256 fast-accumulation row), rows whose tile spans more
+// than one 128-column scale block (128x192, which promotes) and rows without fp8 kernels refuse block
+// scales by name at either precision (NOT_SUPPORTED, D untouched): Fp8FastAccum does not make a
+// non-promoting row run them.
 TEST_F(GemmFp8, BlockScalesRefusedByRowsThatDoNotPromote) {
   int refused = 0;
   for (const ti::Config& cfg : ti::configs())
     for (tessera::Precision prec : kFp8Precisions)
       for (DType ab : kFp8Types) {
         const Fp8Row* row = fp8_row(cfg.name);
-        if (row && row->promote) continue;
+        if (row && row->block) continue;
         Case c = block_case(cfg.name, ab, DType::BF16, prec, 1, {64, 64, 256}, ScaleLayout::Default,
                             ScaleLayout::Default);
         c.expect = TESSERA_STATUS_NOT_SUPPORTED;
@@ -2973,6 +2976,9 @@ TEST_F(GemmFp8, BlockScalesRefusedByRowsThatDoNotPromote) {
       }
   EXPECT_TRUE(fp8_row("sm90_128x256x64_s4_c2_coop") && !fp8_row("sm90_128x256x64_s4_c2_coop")->promote)
       << "kFp8Rows: the non-promoting row this test names";
+  EXPECT_TRUE(fp8_row("sm90_128x192x64_s5_c2_coop") && fp8_row("sm90_128x192x64_s5_c2_coop")->promote &&
+              !fp8_row("sm90_128x192x64_s5_c2_coop")->block)
+      << "kFp8Rows: the promoting row without block scales this test names";
   EXPECT_GT(refused, 0);
 }
 
@@ -3013,7 +3019,7 @@ TEST_F(GemmFp8, BlockScalesSelection) {
         ASSERT_NE(cfg, nullptr) << what << ": '" << names[pi] << "'";
         const Fp8Row* row = fp8_row(cfg->name);
         ASSERT_NE(row, nullptr) << what << ": " << names[pi] << " has no fp8 kernels";
-        EXPECT_TRUE(row->promote) << what << ": " << names[pi] << " does not promote its sums";
+        EXPECT_TRUE(row->block) << what << ": " << names[pi] << " does not take block scales";
         if (s.k >= 16) {
           EXPECT_EQ(cfg->kernel, ti::Kernel::Sm90) << what << ": " << names[pi];
         }

@@ -65,6 +65,17 @@ constexpr bool consumers_have_room(int bm, int bn, bool pingpong) {
   return bn <= 128 && consumer_warpgroups(bm, pingpong) < 3;
 }
 
+// fp8's promoted sums take a second set of accumulators: the roomy tiles have the registers, and so do
+// two consumer warpgroups of 64x192 (96 + 96 fp32 under setmaxnreg's 224), the widest tile that promotes.
+constexpr bool promotes_fp8(int bm, int bn, bool pingpong) {
+  return consumers_have_room(bm, bn, pingpong) || (bn == 192 && consumer_warpgroups(bm, pingpong) == 2);
+}
+// Block scales are applied as each k-tile is promoted, one factor per tile column: the tile must lie
+// within one 128-column block of B's scales (kernel_params.hpp kScaleBlockK).
+constexpr bool takes_fp8_block_scales(int bm, int bn, bool pingpong) {
+  return promotes_fp8(bm, bn, pingpong) && 128 % bn == 0;
+}
+
 // Split-K's parallel fold (kernel.cuh: in one round every range folds 1/splits of its tile); its
 // code spilled 4 to 196 bytes of the wide tiles. They fold serially: the last range to arrive sums
 // every partial alone.

@@ -47,10 +47,10 @@ constexpr Row row() {
     r.fp8 = {&launch<Cfg, kE4M3, true, true>, &launch<Cfg, kE5M2, true, true>};
     r.fp8_prepare = {&prepare<Cfg, kE4M3, true, true>, &prepare<Cfg, kE5M2, true, true>};
   }
-  // Block scales are applied as the sums are promoted: the plan sends them to the rows that promote
-  // (Config::fp8_promote), which must be the ones with these kernels.
-  static_assert(has_fp8_block(Cfg) == (has_fp8(Cfg) && consumers_have_room(S::BM, S::BN, S::Pingpong)),
-                "configs.def: TESSERA_SM90_FP8_BLOCK lists exactly the fp8 rows that promote");
+  // Block scales are applied as the sums are promoted: the plan sends them to the rows that can take
+  // them (Config::fp8_block), which must be the ones with these kernels.
+  static_assert(has_fp8_block(Cfg) == (has_fp8(Cfg) && takes_fp8_block_scales(S::BM, S::BN, S::Pingpong)),
+                "configs.def: TESSERA_SM90_FP8_BLOCK lists exactly the fp8 rows that take block scales");
   if constexpr (has_fp8_block(Cfg)) {
     r.fp8_block = {&launch<Cfg, kE4M3, true, true, true>, &launch<Cfg, kE5M2, true, true, true>};
     r.fp8_block_prepare = {&prepare<Cfg, kE4M3, true, true, true>, &prepare<Cfg, kE5M2, true, true, true>};

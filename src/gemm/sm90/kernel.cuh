@@ -227,7 +227,8 @@ struct Traits {
   static constexpr bool kL2Warm = supports_l2_warm(BM, BN, Pingpong);  // KernelParams::prefetch_a/_b
   // tf32 and fp8 tiles with registers for a second set of accumulators (KernelParams::promote: 3xTF32,
   // fp8 by default).
-  static constexpr bool kPromote = (sizeof(Element) == 4 || kFp8) && !OneTile_ && consumers_have_room(BM, BN, Pingpong);
+  static constexpr bool kPromote = !OneTile_ && ((sizeof(Element) == 4 && consumers_have_room(BM, BN, Pingpong)) ||
+                                                 (kFp8 && promotes_fp8(BM, BN, Pingpong)));
   // K between promotions: 128 tf32 (4 k-tiles); 128 fp8 (every k-tile), where the fp8 WGMMA's own
   // accumulation keeps too few bits for longer runs.
   static constexpr int kPromoteKTiles = kFp8 ? 1 : 4;
