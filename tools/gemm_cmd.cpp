@@ -228,6 +228,40 @@ StoredMatrix k_major_copy(const StoredMatrix& src, int64_t k, int64_t rows) {
   return s;
 }
 
+// The operands of an 8-bit anchor: cuBLASLt's int8 and fp8 GEMMs take both K-major ("TN"). `pad` rounds K
+// and cuBLASLt's m (the rows of its column-major D: M, or N for a row-major D) up as that GEMM needs; where
+// that or an operand's layout differs from the problem's, q reads K-major copies of every input set (zeros
+// in the padding), made here into a_copies / b_copies. Returns whether it copied.
+template <class Pad>
+bool k_major_anchor_operands(const GemmProblem& p, GemmProblem& q, const std::vector<InputSet>& sets, Pad pad,
+                             std::vector<DeviceBuffer>& a_copies, std::vector<DeviceBuffer>& b_copies,
+                             cudaStream_t stream) {
+  if (p.d.row_major) q.n = pad(p.n);
+  else q.m = pad(p.m);
+  const bool a_k_major = (p.op_a == tessera::Op::T) != p.a.row_major;
+  const bool b_k_major = (p.op_b == tessera::Op::N) != p.b.row_major;
+  if (pad(p.k) == p.k && q.m == p.m && q.n == p.n && k_major_aligned(p.a, a_k_major) && k_major_aligned(p.b, b_k_major))
+    return false;
+  q.k = pad(p.k);
+  q.op_a = tessera::Op::T;
+  q.op_b = tessera::Op::N;
+  q.layout = "tn";
+  q.a = k_major_copy(p.a, q.k, q.m);
+  q.b = k_major_copy(p.b, q.k, q.n);
+  for (size_t i = 0; i < sets.size(); ++i) {
+    a_copies.emplace_back(q.a.bytes());
+    b_copies.emplace_back(q.b.bytes());
+    CLI_CUDA_CHECK(cudaMemsetAsync(a_copies[i].get(), 0, q.a.bytes(), stream));  // the padding
+    CLI_CUDA_CHECK(cudaMemsetAsync(b_copies[i].get(), 0, q.b.bytes(), stream));
+    const int64_t a_batches = p.a.broadcast() ? 1 : p.batch, b_batches = p.b.broadcast() ? 1 : p.batch;
+    copy_int8_k_major(int8_operand_a(p, sets[i].a.get()), p.m, p.k, a_batches, a_copies[i].as<int8_t>(), q.k, q.a.ld,
+                      q.a.batch_stride, stream);
+    copy_int8_k_major(int8_operand_b(p, sets[i].b.get()), p.n, p.k, b_batches, b_copies[i].as<int8_t>(), q.k, q.b.ld,
+                      q.b.batch_stride, stream);
+  }
+  return true;
+}
+
 // Plans the anchor (copies included); gemm stays empty, with the report's note saying why, where
 // cuBLASLt has no int8 algorithm for it.
 void plan_int8_anchor(Int8Anchor& x, const GemmProblem& p, const std::vector<InputSet>& sets, cublasLtHandle_t lt,
@@ -244,31 +278,7 @@ void plan_int8_anchor(Int8Anchor& x, const GemmProblem& p, const std::vector<Inp
   // they are not multiples of 4, to multiples of 32: on an H200 (CUDA 13.0) M = K = 7777 had no
   // algorithm, K = 7780 ran at 424 TOPS, 7792 at 1130 and M = K = 7808 at 1630.
   auto pad = [](int64_t x) { return x % 4 != 0 ? round_up(x, 32) : x; };
-  if (p.d.row_major) q.n = pad(p.n);
-  else q.m = pad(p.m);
-  const bool a_k_major = (p.op_a == tessera::Op::T) != p.a.row_major;
-  const bool b_k_major = (p.op_b == tessera::Op::N) != p.b.row_major;
-  x.copies = p.k % 4 != 0 || q.m != p.m || q.n != p.n || !k_major_aligned(p.a, a_k_major) ||
-             !k_major_aligned(p.b, b_k_major);
-  if (x.copies) {
-    q.k = pad(p.k);
-    q.op_a = tessera::Op::T;
-    q.op_b = tessera::Op::N;
-    q.layout = "tn";
-    q.a = k_major_copy(p.a, q.k, q.m);
-    q.b = k_major_copy(p.b, q.k, q.n);
-    for (size_t i = 0; i < sets.size(); ++i) {
-      x.a_copies.emplace_back(q.a.bytes());
-      x.b_copies.emplace_back(q.b.bytes());
-      CLI_CUDA_CHECK(cudaMemsetAsync(x.a_copies[i].get(), 0, q.a.bytes(), stream));  // the padding rows
-      CLI_CUDA_CHECK(cudaMemsetAsync(x.b_copies[i].get(), 0, q.b.bytes(), stream));
-      const int64_t a_batches = p.a.broadcast() ? 1 : p.batch, b_batches = p.b.broadcast() ? 1 : p.batch;
-      copy_int8_k_major(int8_operand_a(p, sets[i].a.get()), p.m, p.k, a_batches, x.a_copies[i].as<int8_t>(), q.k,
-                        q.a.ld, q.a.batch_stride, stream);
-      copy_int8_k_major(int8_operand_b(p, sets[i].b.get()), p.n, p.k, b_batches, x.b_copies[i].as<int8_t>(), q.k,
-                        q.b.ld, q.b.batch_stride, stream);
-    }
-  }
+  x.copies = k_major_anchor_operands(p, q, sets, pad, x.a_copies, x.b_copies, stream);
   // D: tessera's own where it is an int32 D of cuBLASLt's extents with 16-byte aligned columns (rows),
   // else an int32 D of cuBLASLt's own so aligned (with ldd = 7777 it also chose a slower kernel).
   q.d.dtype = tessera::DType::S32;
@@ -391,31 +401,7 @@ void plan_fp8_anchor(Fp8Anchor& x, const GemmProblem& p, const std::vector<Input
   q.activation = tessera::Activation::None;
   q.config.clear();
   const bool e5m2 = p.a.dtype == tessera::DType::E5M2;
-  if (p.d.row_major) q.n = pad16(p.n);
-  else q.m = pad16(p.m);
-  const bool a_k_major = (p.op_a == tessera::Op::T) != p.a.row_major;
-  const bool b_k_major = (p.op_b == tessera::Op::N) != p.b.row_major;
-  x.copies = p.k % 16 != 0 || q.m != p.m || q.n != p.n || !k_major_aligned(p.a, a_k_major) ||
-             !k_major_aligned(p.b, b_k_major);
-  if (x.copies) {
-    q.k = pad16(p.k);
-    q.op_a = tessera::Op::T;
-    q.op_b = tessera::Op::N;
-    q.layout = "tn";
-    q.a = k_major_copy(p.a, q.k, q.m);
-    q.b = k_major_copy(p.b, q.k, q.n);
-    for (size_t i = 0; i < sets.size(); ++i) {
-      x.a_copies.emplace_back(q.a.bytes());
-      x.b_copies.emplace_back(q.b.bytes());
-      CLI_CUDA_CHECK(cudaMemsetAsync(x.a_copies[i].get(), 0, q.a.bytes(), stream));  // the padding: +0.0
-      CLI_CUDA_CHECK(cudaMemsetAsync(x.b_copies[i].get(), 0, q.b.bytes(), stream));
-      const int64_t a_batches = p.a.broadcast() ? 1 : p.batch, b_batches = p.b.broadcast() ? 1 : p.batch;
-      copy_int8_k_major(int8_operand_a(p, sets[i].a.get()), p.m, p.k, a_batches, x.a_copies[i].as<int8_t>(), q.k,
-                        q.a.ld, q.a.batch_stride, stream);
-      copy_int8_k_major(int8_operand_b(p, sets[i].b.get()), p.n, p.k, b_batches, x.b_copies[i].as<int8_t>(), q.k,
-                        q.b.ld, q.b.batch_stride, stream);
-    }
-  }
+  x.copies = k_major_anchor_operands(p, q, sets, pad16, x.a_copies, x.b_copies, stream);  // zero bytes pad: +0.0
   if (e5m2) q.b.dtype = tessera::DType::E4M3;  // cuBLASLt: e5m2 x e4m3 (no e5m2 x e5m2)
   const int64_t d_elem = int64_t(dtype_bytes(p.d.dtype));
   x.own_d = q.m != p.m || q.n != p.n || (p.d.ld * d_elem) % 16 != 0 ||
