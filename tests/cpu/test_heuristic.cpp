@@ -735,6 +735,29 @@ TEST(Heuristic, Fp8OperandsTakeTheFp8Rows) {
   EXPECT_STREQ(select_config(decode).name, kSm90Small);
 }
 
+// Block scales reach only the rows with block kernels (a tile within one 128-column scale block: not
+// the 128x192 pairs, which promote), on every shape and orientation the heuristic sees; promoted sums
+// only the rows that promote.
+TEST(Heuristic, Fp8BlockScalesTakeOnlyTheBlockRows) {
+  for (const Config& c : configs())
+    if (c.kernel == Kernel::Sm90) EXPECT_EQ(c.fp8_block, ti::sm90::has_fp8_block(c.id)) << c.name;
+  EXPECT_TRUE(ti::find_config(kSm90Pair192)->fp8_promote);
+  EXPECT_FALSE(ti::find_config(kSm90Pair192)->fp8_block);
+  for (long long m : {1LL, 128LL, 1000LL, 4096LL, 16384LL})
+    for (long long n : {1LL, 192LL, 2048LL, 7168LL, 57344LL})
+      for (long long k : {64LL, 4096LL, 16384LL})
+        for (int flip = 0; flip < 3; ++flip) {
+          HeuristicInput in{m, n, k / 2, 1, kH100.sm_count, kH100.cc, kH100.smem_optin, true, flip};
+          in.fp8 = in.fp8_promote = true;
+          in.skinny_ok = false;
+          EXPECT_TRUE(select_config(in).fp8_promote) << m << "x" << n << "x" << k;
+          in.fp8_block = true;
+          const ti::Selection s = ti::select(in);
+          ASSERT_NE(s.config, nullptr);
+          EXPECT_TRUE(s.config->fp8_block) << m << "x" << n << "x" << k << " flip " << flip << ": " << s.config->name;
+        }
+}
+
 TEST(Heuristic, F32OperandsTakeTheTf32Rows) {
   int tf32_rows = 0;
   for (const Config& c : configs()) tf32_rows += c.tf32 && c.kernel == Kernel::Sm90;
