@@ -301,6 +301,7 @@ Selection select_sm90(const HeuristicInput& in) {
   const int first = in.flip == 2 ? 1 : 0, last = in.flip == 2 || (in.flip == 1 && decode) ? 1 : 0;
   for (int flip = first; flip <= last; ++flip) {
     const long long m = flip ? in.n : in.m, n = flip ? in.m : in.n;
+    const long long tiles_128 = ((m + 127) / 128) * ((n + 127) / 128) * in.batch;  // of 128x128, for the rules below
     for (const Config& c : configs()) {
       if (c.kernel != Kernel::Sm90 || c.smem_bytes > in.smem_optin || in.cc < c.min_cc || in.cc > c.max_cc) continue;
       if ((flip && !c.flip) || (in.f32 && !c.tf32) || (in.f32x3 && !c.tf32x3) || (in.s8 && !c.s8)) continue;
@@ -310,12 +311,10 @@ Selection select_sm90(const HeuristicInput& in) {
       if (in.f32x3 && c.bn > 64) continue;
       // fp8 with promoted sums: 128x64 pairs read a third more shared memory per FLOP than 128x128,
       // which binds at fp8's rate (docs/PERF.md): they only where 128x128 tiles leave SMs idle.
-      if (in.fp8_promote && c.bn <= 64 && ((m + 127) / 128) * ((n + 127) / 128) * in.batch >= in.sm_count) continue;
+      if (in.fp8_promote && c.bn <= 64 && tiles_128 >= in.sm_count) continue;
       // 128x128 pairs relieve L2, which binds only once the tiles take more than two waves; below that the
       // unpaired tile ran faster (fp8 and 16 bits), which the cost model's L2 term rates the other way round.
-      if (c.bm == 128 && c.bn == 128 && c.cluster_m * c.cluster_n > 1 &&
-          ((m + 127) / 128) * ((n + 127) / 128) * in.batch <= 2LL * in.sm_count)
-        continue;
+      if (c.bm == 128 && c.bn == 128 && c.cluster_m * c.cluster_n > 1 && tiles_128 <= 2LL * in.sm_count) continue;
       // The 64x96 decode tile only where its pairs span M (the activations, at most 128 rows): at
       // M = 256 it lost to 64x64 pairs, which the cost model rated the other way round.
       if (c.bn % 64 != 0 && m > c.bm * c.cluster_m) continue;
