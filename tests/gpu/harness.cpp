@@ -608,16 +608,15 @@ Outcome run_case(const Case& c) {
           continue;
         }
         const double got = load(&after[at], c.dt);
+        const double scales = (scale_a ? double(scale_a_host[row_wise ? i : 0]) : 1.0) *
+                              (scale_b ? double(scale_b_host[row_wise ? j : 0]) : 1.0);
         // (Block scales are in fsums already: fp8_block_gemm_reference scales each block's sum.)
         const double product = block        ? fsums[at_ref]
-                               : s8 || fp8 ? (s8 ? double(sums[at_ref]) : fsums[at_ref]) *
-                                                 (scale_a ? double(scale_a_host[row_wise ? i : 0]) : 1.0) *
-                                                 (scale_b ? double(scale_b_host[row_wise ? j : 0]) : 1.0)
+                               : s8 || fp8 ? (s8 ? double(sums[at_ref]) : fsums[at_ref]) * scales
                                            : double(ref[at_ref]);
         double want = double(c.alpha) * product;
         if (fp8 && !block) {
-          const double f = double(c.alpha) * (scale_a ? double(scale_a_host[row_wise ? i : 0]) : 1.0) *
-                           (scale_b ? double(scale_b_host[row_wise ? j : 0]) : 1.0) * (16.0 / 3.0);
+          const double f = double(c.alpha) * scales * (16.0 / 3.0);
           expected += f * f * double(K);
         }
         if (use_c) {
