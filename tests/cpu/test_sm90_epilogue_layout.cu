@@ -1,8 +1,8 @@
 // The sm90 epilogue writes its 16-bit TMA-store sub-tiles through 32-bit shared addresses computed
-// by Traits::store_offset (gemm/sm90/kernel.cuh), not through CuTe's swizzled tensor (whose pointer
+// by Traits::store_offset (gemm/sm90/traits.cuh), not through CuTe's swizzled tensor (whose pointer
 // arithmetic made the compiler emit generic stores). The TMA store reads the same buffer through
 // SmemLayoutD, so the two must agree on every element: checked here on the host against CuTe's
-// own swizzled addressing. Host code only (nvcc because kernel.cuh is CUDA); no GPU needed.
+// own swizzled addressing. Host code only (nvcc because traits.cuh is CUDA); no GPU needed.
 // Three sub-tile shapes: 64 x 64 with 128-byte rows (BN a multiple of 64), 64 x 32 with 64-byte
 // rows (BN = 96), and the transposed kStoreNT x 64 sub-tile of a column-major D, which stmatrix.trans
 // fills (its lane addressing is modelled below).
@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <set>
 
-#include "gemm/sm90/kernel.cuh"
+#include "gemm/sm90/traits.cuh"
 
 namespace {
 
@@ -53,7 +53,7 @@ void check_store_offsets() {
   EXPECT_LT(unswizzled_t, 64 * T::kStoreNT / 3);
 }
 
-// The kernel's stmatrix / ldmatrix .x4.trans addressing for a column-major D (kernel.cuh, `fill`):
+// The kernel's stmatrix / ldmatrix .x4.trans addressing for a column-major D (epilogue_store.cuh, `Store16::fill`):
 // lane l of warp w gives sT + jj * 1024 for chunk pair jj; the instruction takes 8 x 8 matrix i
 // (= 2q + h: chunk jj + q, rows + 8h) from the threads' fragments (thread t holds its row t / 4,
 // columns 2 (t % 4) and + 1) and stores row b of its transpose (D's column b of the block, its 8

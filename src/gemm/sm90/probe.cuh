@@ -17,6 +17,9 @@ struct Cta {
   unsigned long long pm[16], pmc[16];  // TESSERA_SM90_PROBE_PM
   unsigned long long mark[kMarks];  // the last item's split-K steps (TESSERA_SM90_PROBE_MARK)
   int sm, items, tile[kItems];
+  // Counters of the recorder (items so far, its k-tiles before this item) and of the producer's
+  // thread (k-tiles issued), kept here so that the kernel's pieces in other functions can stamp.
+  int ktile0, issued;
 };
 __device__ Cta ctas[kCtas];
 // Per k-tile of a CTA's walk (the first kKtiles): the producer's issue (its `empty` wait passed), the
@@ -39,30 +42,40 @@ __device__ __forceinline__ bool recorder() { return threadIdx.x == 128 && blockI
     probe::ctas[blockIdx.x].entry = probe::now();                                           \
     probe::ctas[blockIdx.x].sm = int(sm);                                                   \
   }
-#define TESSERA_SM90_PROBE_START() \
-  int probe_item = 0, probe_ktile = 0; \
-  if (probe::recorder()) probe::ctas[blockIdx.x].start = probe::now();
-#define TESSERA_SM90_PROBE_ITEM_BEGIN(tile_)                                  \
-  if (probe::recorder() && probe_item < probe::kItems) {                      \
-    probe::ctas[blockIdx.x].item_begin[probe_item] = probe::now();            \
-    probe::ctas[blockIdx.x].tile[probe_item] = (tile_);                       \
+#define TESSERA_SM90_PROBE_START()                  \
+  if (probe::recorder()) {                          \
+    probe::ctas[blockIdx.x].start = probe::now();   \
+    probe::ctas[blockIdx.x].items = 0;              \
+    probe::ctas[blockIdx.x].ktile0 = 0;             \
   }
-#define TESSERA_SM90_PROBE_ITEM_END()                                                                  \
-  if (probe::recorder() && probe_item < probe::kItems) probe::ctas[blockIdx.x].item_end[probe_item] = probe::now(); \
-  ++probe_item;
+#define TESSERA_SM90_PROBE_ITEM_BEGIN(tile_)                                            \
+  if (probe::recorder() && probe::ctas[blockIdx.x].items < probe::kItems) {             \
+    probe::ctas[blockIdx.x].item_begin[probe::ctas[blockIdx.x].items] = probe::now();   \
+    probe::ctas[blockIdx.x].tile[probe::ctas[blockIdx.x].items] = (tile_);              \
+  }
+#define TESSERA_SM90_PROBE_ITEM_END()                                                 \
+  if (probe::recorder()) {                                                            \
+    probe::Cta& probe_cta = probe::ctas[blockIdx.x];                                  \
+    if (probe_cta.items < probe::kItems) probe_cta.item_end[probe_cta.items] = probe::now(); \
+    ++probe_cta.items;                                                                \
+  }
 #define TESSERA_SM90_PROBE_EXIT() \
-  if (probe::recorder()) probe::ctas[blockIdx.x].exit = probe::now(), probe::ctas[blockIdx.x].items = probe_item;
-// The producer's thread stamps `issue` (its k-tiles counted in probe_issued); the consumers'
-// recorder `full` and `release` (its k-tiles counted across its items in probe_ktile).
+  if (probe::recorder()) probe::ctas[blockIdx.x].exit = probe::now();
+// The producer's thread stamps `issue` (its k-tiles counted in Cta::issued); the consumers'
+// recorder `full` and `release` (its k-tiles counted across its items in Cta::ktile0).
 #define TESSERA_SM90_PROBE_KTILE(field_, n_) \
   if (blockIdx.x < probe::kCtas && (n_) < probe::kKtiles) probe::ktiles[blockIdx.x][n_].field_ = probe::now();
-#define TESSERA_SM90_PROBE_PRODUCER_START() int probe_issued = 0;
-#define TESSERA_SM90_PROBE_ISSUED() \
-  TESSERA_SM90_PROBE_KTILE(issue, probe_issued) \
-  ++probe_issued;
+#define TESSERA_SM90_PROBE_PRODUCER_START() \
+  if (blockIdx.x < probe::kCtas) probe::ctas[blockIdx.x].issued = 0;
+#define TESSERA_SM90_PROBE_ISSUED()                                                  \
+  if (blockIdx.x < probe::kCtas) {                                                   \
+    TESSERA_SM90_PROBE_KTILE(issue, probe::ctas[blockIdx.x].issued)                  \
+    ++probe::ctas[blockIdx.x].issued;                                                \
+  }
 #define TESSERA_SM90_PROBE_CONSUMED(field_, kt_) \
-  if (probe::recorder()) { TESSERA_SM90_PROBE_KTILE(field_, probe_ktile + (kt_)) }
-#define TESSERA_SM90_PROBE_ITEM_KTILES(k_count_) probe_ktile += (k_count_);
+  if (probe::recorder()) { TESSERA_SM90_PROBE_KTILE(field_, probe::ctas[blockIdx.x].ktile0 + (kt_)) }
+#define TESSERA_SM90_PROBE_ITEM_KTILES(k_count_) \
+  if (probe::recorder()) probe::ctas[blockIdx.x].ktile0 += (k_count_);
 // The prologue and epilogue, step by step: thread 0 (the producer) stamps pm[i], thread 128 (the
 // first consumer) pm[8 + i], each with %globaltimer and the SM's clock (pmc: cycles, finer than the
 // timer's 32-256 ns steps); every warp's lane 0 raises `last` as it leaves.
