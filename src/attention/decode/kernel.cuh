@@ -176,6 +176,78 @@ __device__ __forceinline__ void combine_if_last(const DecodeParams& p, const Pla
   }
 }
 
+// After the walk (the rings are free): the warps' states meet in smem, O unnormalised (16 x D fp32
+// each), max (scaled, base 2) and sum, then one thread per (row, 8 consecutive d) merges them with
+// the weights 2^(max_w - max): O / sum and the LSE to the output (one split) or to the workspace.
+// `area`: the merge area over the rings.
+template <class T, class ThrMma, class AccO, class Softmax>
+__device__ __forceinline__ void merge_warps(const DecodeParams& p, const Place& w, int row0, ThrMma const& thr_mma,
+                                            AccO& acc_o, Softmax& softmax, typename T::Element* area) {
+  using Element = typename T::Element;
+  constexpr int D = T::D, kThrRows = decltype(size<0>(sm80::rowcol(acc_o.layout())))::value;
+  const AttnParams& a = p.a;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  float* m_o = reinterpret_cast<float*>(area);  // [kWarps][16][D]
+  float* m_max = m_o + kWarps * kRows * D;      // [kWarps][16]
+  float* m_sum = m_max + kWarps * kRows;        // [kWarps][16]
+  Tensor o_rc = make_tensor(acc_o.data(), sm80::rowcol(acc_o.layout()));
+  Tensor tOcO = thr_mma.partition_C(make_identity_tensor(Shape<Int<kRows>, Int<D>>{}));
+  Tensor tOcO_rc = make_tensor(tOcO.data(), sm80::rowcol(tOcO.layout()));
+  CUTE_UNROLL
+  for (int r = 0; r < kThrRows; ++r) {
+    const int row = get<0>(tOcO_rc(r, 0));
+    CUTE_UNROLL
+    for (int c = 0; c < size<1>(o_rc); ++c) m_o[(warp * kRows + row) * D + get<1>(tOcO_rc(r, c))] = o_rc(r, c);
+    const float sum = quad_sum(softmax.row_sum[r]);
+    if (lane % 4 == 0) {
+      m_max[warp * kRows + row] = softmax.row_max[r] == -INFINITY ? -INFINITY : softmax.row_max[r] * a.scale_log2;
+      m_sum[warp * kRows + row] = sum;
+    }
+  }
+  __syncthreads();
+
+  for (int i = tid; i < kRows * (D / 8); i += T::kThreads) {
+    const int r = i / (D / 8), c = (i % (D / 8)) * 8;
+    if (row0 + r >= p.rows) continue;
+    float mx = -INFINITY;
+    CUTE_UNROLL
+    for (int k = 0; k < kWarps; ++k) mx = fmaxf(mx, m_max[k * kRows + r]);
+    float weight[kWarps], sum = 0.0f;
+    CUTE_UNROLL
+    for (int k = 0; k < kWarps; ++k) {
+      weight[k] = mx == -INFINITY ? 0.0f : fast_exp2(m_max[k * kRows + r] - mx);
+      sum += weight[k] * m_sum[k * kRows + r];
+    }
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    float o[8];
+    CUTE_UNROLL
+    for (int e = 0; e < 8; ++e) {
+      float v = 0.0f;
+      CUTE_UNROLL
+      for (int k = 0; k < kWarps; ++k) v += weight[k] * m_o[(k * kRows + r) * D + c + e];
+      o[e] = v * inv;
+    }
+    const float lse2 = sum > 0.0f ? mx + __log2f(sum) : -INFINITY;  // base 2
+    const Row q = row_of(p, w.hkv, row0 + r);
+    if (p.splits == 1) {
+      Element out[8];
+      CUTE_UNROLL
+      for (int e = 0; e < 8; ++e) out[e] = Element(o[e]);
+      *reinterpret_cast<uint4*>(static_cast<Element*>(a.o) + w.b * a.o_stride[0] + q.token * a.o_stride[1] +
+                                q.head * a.o_stride[2] + c) = *reinterpret_cast<const uint4*>(out);
+      if (a.lse && c == 0)
+        a.lse[(int64_t(w.b) * a.heads_q + q.head) * a.seqlen_q + q.token] = lse2 * 0.69314718055994530942f;
+    } else {
+      const int64_t ws_rows = int64_t(a.batch) * a.heads_kv * p.row_tiles * kRows;
+      const int64_t row = w.split * ws_rows + w.ws_row0 + r;
+      float4* dst = reinterpret_cast<float4*>(p.part_o + row * D + c);
+      dst[0] = make_float4(o[0], o[1], o[2], o[3]);
+      dst[1] = make_float4(o[4], o[5], o[6], o[7]);
+      if (c == 0) p.part_lse[row] = lse2;
+    }
+  }
+}
+
 template <class T>
 __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p) {
   using Element = typename T::Element;
@@ -353,67 +425,7 @@ __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p) {
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with its ring: the merge area overlays them
 
-  // The warps' states -> smem: O unnormalised (16 x D fp32 each), max (scaled, base 2) and sum.
-  float* m_o = reinterpret_cast<float*>(smem_e + T::kTileElems);  // [kWarps][16][D]
-  float* m_max = m_o + kWarps * kRows * D;                         // [kWarps][16]
-  float* m_sum = m_max + kWarps * kRows;                           // [kWarps][16]
-  Tensor o_rc = make_tensor(acc_o.data(), sm80::rowcol(acc_o.layout()));
-  Tensor tOcO = thr_mma.partition_C(make_identity_tensor(Shape<Int<kRows>, Int<D>>{}));
-  Tensor tOcO_rc = make_tensor(tOcO.data(), sm80::rowcol(tOcO.layout()));
-  CUTE_UNROLL
-  for (int r = 0; r < kThrRows; ++r) {
-    const int row = get<0>(tOcO_rc(r, 0));
-    CUTE_UNROLL
-    for (int c = 0; c < size<1>(o_rc); ++c) m_o[(warp * kRows + row) * D + get<1>(tOcO_rc(r, c))] = o_rc(r, c);
-    const float sum = quad_sum(softmax.row_sum[r]);
-    if (lane % 4 == 0) {
-      m_max[warp * kRows + row] = softmax.row_max[r] == -INFINITY ? -INFINITY : softmax.row_max[r] * a.scale_log2;
-      m_sum[warp * kRows + row] = sum;
-    }
-  }
-  __syncthreads();
-
-  // One thread per (row, 8 consecutive d): the warps' weights 2^(max_w - max), then O and the LSE.
-  for (int i = tid; i < kRows * (D / 8); i += T::kThreads) {
-    const int r = i / (D / 8), c = (i % (D / 8)) * 8;
-    if (row0 + r >= p.rows) continue;
-    float mx = -INFINITY;
-    CUTE_UNROLL
-    for (int k = 0; k < kWarps; ++k) mx = fmaxf(mx, m_max[k * kRows + r]);
-    float weight[kWarps], sum = 0.0f;
-    CUTE_UNROLL
-    for (int k = 0; k < kWarps; ++k) {
-      weight[k] = mx == -INFINITY ? 0.0f : fast_exp2(m_max[k * kRows + r] - mx);
-      sum += weight[k] * m_sum[k * kRows + r];
-    }
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    float o[8];
-    CUTE_UNROLL
-    for (int e = 0; e < 8; ++e) {
-      float v = 0.0f;
-      CUTE_UNROLL
-      for (int k = 0; k < kWarps; ++k) v += weight[k] * m_o[(k * kRows + r) * D + c + e];
-      o[e] = v * inv;
-    }
-    const float lse2 = sum > 0.0f ? mx + __log2f(sum) : -INFINITY;  // base 2
-    const Row q = row_of(p, w.hkv, row0 + r);
-    if (p.splits == 1) {
-      Element out[8];
-      CUTE_UNROLL
-      for (int e = 0; e < 8; ++e) out[e] = Element(o[e]);
-      *reinterpret_cast<uint4*>(static_cast<Element*>(a.o) + w.b * a.o_stride[0] + q.token * a.o_stride[1] +
-                                q.head * a.o_stride[2] + c) = *reinterpret_cast<const uint4*>(out);
-      if (a.lse && c == 0)
-        a.lse[(int64_t(w.b) * a.heads_q + q.head) * a.seqlen_q + q.token] = lse2 * 0.69314718055994530942f;
-    } else {
-      const int64_t ws_rows = int64_t(a.batch) * a.heads_kv * p.row_tiles * kRows;
-      const int64_t row = w.split * ws_rows + w.ws_row0 + r;
-      float4* dst = reinterpret_cast<float4*>(p.part_o + row * D + c);
-      dst[0] = make_float4(o[0], o[1], o[2], o[3]);
-      dst[1] = make_float4(o[4], o[5], o[6], o[7]);
-      if (c == 0) p.part_lse[row] = lse2;
-    }
-  }
+  merge_warps<T>(p, w, row0, thr_mma, acc_o, softmax, smem_e + T::kTileElems);
   static_assert(kRows * (kMaxSplits + 1) * 4 <= smem_bytes(D), "the fused combine's scratch fits");
   if (p.splits > 1 && p.arrivals) combine_if_last<Element, D>(p, w, row0, reinterpret_cast<float*>(smem));
 }
