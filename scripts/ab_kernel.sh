@@ -19,15 +19,4 @@ ninja -C build tessera_shared > "$work/rebuild.log" 2>&1 || { tail -20 "$work/re
 cp build/libtessera.so "$work/old/"
 cp "$work/file.keep" "$file"
 ninja -C build tessera_shared > "$work/rebuild2.log" 2>&1 || { tail -20 "$work/rebuild2.log"; exit 1; }
-echo "# $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1): tessera and the anchor per line, new vs old"
-for round in $(seq "$rounds"); do
-  for v in new old; do
-    while read -r line; do
-      [ -z "$line" ] && continue
-      # shellcheck disable=SC2086
-      LD_LIBRARY_PATH="$work/$v" build/tools/tessera gemm $line --compare cublas 2>&1 |
-        grep -iE "^tessera|^cuBLAS|^ratio" | awk '{printf "%s %s %s | ", $1, $2, $4}'
-      echo " [$v r$round] $line"
-    done < "$args"
-  done
-done
+scripts/ab_libs.sh "$work/new" "$work/old" "$args" "$rounds"
