@@ -118,7 +118,7 @@ Selection select(const HeuristicInput& in);
 // K is cut into `splits` ranges of whole k-tiles and the persistent grid walks (tile, range)
 // units. Each unit leaves its fp32 partial tile in the workspace; when every unit has its own
 // worker, each range of a tile then folds 1/splits of the tile's rows, else the last range to
-// finish folds them all (sm90/kernel.cuh); either way in an order fixed by the shape and config,
+// finish folds them all (sm90/fixup.cuh); either way in an order fixed by the shape and config,
 // so the result is bitwise reproducible whichever unit finishes last.
 constexpr int kMaxSplits = 128;  // one wave of a 132-SM GPU over a single tile
 constexpr int kMinKTilesPerSplit = 4;   // a range shorter than the pipeline cannot hide the TMA latency

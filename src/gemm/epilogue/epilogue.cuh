@@ -57,7 +57,7 @@ __device__ __forceinline__ float activate(int act, float x) {
 // code (even with the activation off) slowed every tile. One value a call is latency-bound instead
 // (call, the switch's indirect branch and return in series per element), so callers hand over
 // several values a call, which overlap: 4 here (epilogue_row8), 8 packed in the TMA-store epilogue
-// (sm90/kernel.cuh); one a call only where more spilled (three consumer warpgroups). Callers test
+// (sm90/epilogue_store.cuh); one a call only where more spilled (three consumer warpgroups). Callers test
 // for kActNone first, so the plain epilogue never calls it. The sm80 kernels inline it instead
 // (epilogue_row8<true>): there the call's ABI cost a stack frame (check_kernels).
 template <int kAct> __device__ __forceinline__ void activate_each(float& v) { v = activate(kAct, v); }

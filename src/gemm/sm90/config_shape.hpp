@@ -76,7 +76,7 @@ constexpr bool takes_fp8_block_scales(int bm, int bn, bool pingpong) {
   return promotes_fp8(bm, bn, pingpong) && 128 % bn == 0;
 }
 
-// Split-K's parallel fold (kernel.cuh: in one round every range folds 1/splits of its tile); its
+// Split-K's parallel fold (fixup.cuh: in one round every range folds 1/splits of its tile); its
 // code spilled 4 to 196 bytes of the wide tiles. They fold serially: the last range to arrive sums
 // every partial alone.
 constexpr bool supports_parallel_fold(int bm, int bn, bool pingpong) { return consumers_have_room(bm, bn, pingpong); }
@@ -86,7 +86,7 @@ constexpr bool supports_parallel_fold(int bm, int bn, bool pingpong) { return co
 // and 192x192 consumers, so those tiles refuse a column-major D.
 constexpr bool supports_flip(int bm, int bn, bool pingpong) { return consumers_have_room(bm, bn, pingpong); }
 
-// The one-tile kernel (kernel.cuh, Traits::kOneTile) of the cooperative tiles with one or two
+// The one-tile kernel (traits.cuh, Traits::kOneTile) of the cooperative tiles with one or two
 // consumer warpgroups, whose problems may fit in one wave (decode shapes, ~1000^3 on the narrow
 // tiles; 2048^3 and 1024x4096xK on 128x256 pairs): a second kernel per row, a fraction of the
 // first's code, launched when every CTA has exactly one tile and the epilogue only scales
@@ -94,12 +94,12 @@ constexpr bool supports_flip(int bm, int bn, bool pingpong) { return consumers_h
 // rare and their TUs are the slowest to compile.
 constexpr bool supports_one_tile(int bm, int bn, bool pingpong) { return !pingpong && consumer_warpgroups(bm, pingpong) < 3; }
 
-// The L2 warm-up at kernel entry (kernel.cuh, KernelParams::prefetch_a / prefetch_b) is compiled into
+// The L2 warm-up at kernel entry (mainloop.cuh l2_warm, KernelParams::prefetch_a / prefetch_b) is compiled into
 // the decode tiles (cooperative, a side of 64), the only ones that use it (gemm/configs.cpp
 // l2_warm_ktiles); in the 64x256 ping-pong tile it cost a stack slot.
 constexpr bool supports_l2_warm(int bm, int bn, bool pingpong) { return !pingpong && (bm == 64 || bn == 64); }
 
-// The epilogue's shared memory per consumer warpgroup (kernel.cuh): the 16-bit D leaves in 64 x 64
+// The epilogue's shared memory per consumer warpgroup (the two epilogue_*.cuh): the 16-bit D leaves in 64 x 64
 // sub-tiles (8 KB) stored by TMA, double-buffered where shared memory allows (the next sub-tile is
 // written while the previous one's store still reads its buffer), else one buffer; the fp32 staging
 // (64 x 40 floats, 10 KB) reuses the same bytes.

@@ -36,7 +36,7 @@ struct Launch {
   int splits = 1;              // split-K ranges (gemm_impl::Decomposition)
   bool stream_k = false;       // stream-K over the partial last wave (splits == 1)
   bool fold_parallel = false;  // split-K in one round: every range folds its share (needs every range resident)
-  bool one_tile = false;       // the row's one-tile kernel (kernel.cuh Traits::kOneTile)
+  bool one_tile = false;       // the row's one-tile kernel (traits.cuh Traits::kOneTile)
   int epi_mode = kEpiStaged;   // EpiMode, never kEpiAuto here
   int l2_warm = 0;             // k-tiles of the weights prefetched into L2 at entry (gemm_impl::l2_warm_ktiles)
   bool dependent_launch = true;  // programmatic dependent launch (TESSERA_GEMM_PDL=0 turns it off)

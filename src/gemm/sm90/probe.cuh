@@ -1,4 +1,4 @@
-// The sm90 GEMM kernel's timeline probe (kernel.cuh places the stamps). Compiled in only where
+// The sm90 GEMM kernel's timeline probe (kernel.cuh and its pieces place the stamps). Compiled in only where
 // TESSERA_SM90_PROBE is defined, i.e. by bench/microbench/sm90_timeline.cu, never by the library:
 // there every macro below expands to nothing.
 #pragma once
