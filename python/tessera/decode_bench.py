@@ -3,8 +3,9 @@ tessera.attention vs torch SDPA's cuDNN, flash and memory-efficient backends (is
 
     python -m tessera.bench attention --decode [--hbm-gbs 3350] [--json FILE] [--quick] [--pages 16,64,256]
 
-bf16, layout [B, H, S, D] (SDPA's; the paged columns: tessera.attention_with_kvcache on the same keys
-as pages in random order) with enable_gqa for SDPA, not causal (SDPA aligns a causal mask
+bf16, layout [B, H, S, D] (SDPA's) with enable_gqa for SDPA; the KV-cache columns time
+tessera.attention_with_kvcache on the same keys as a contiguous cache [B, Sk, Hkv, D] ("cache") and as
+pages of it in random order ("paged<size>", with its time over the contiguous cache's), not causal (SDPA aligns a causal mask
 top-left when Sq != Sk, tessera bottom-right; with Sq = 1 both see every key). Per shape: 20 calls
 captured in one graph per backend, K/V rotated over enough copies that L2 never holds them, median
 of the replays. Reports us per call, GB/s of K/V + Q/O bytes, % of --hbm-gbs, and tessera's ratio
@@ -27,6 +28,15 @@ QUICK = [(1, 1, 8192, 32, 8, 128), (8, 1, 32768, 64, 8, 128), (1, 1, 32768, 32, 
          (8, 4, 8192, 32, 8, 128), (8, 1, 8192, 32, 8, 128), (8, 2, 8192, 32, 8, 128), (8, 8, 8192, 32, 8, 128),
          (1, 16, 8192, 32, 8, 128), (4, 1, 8192, 32, 32, 128), (8, 1, 8192, 32, 8, 64), (1, 1, 131072, 32, 8, 128),
          (128, 1, 1024, 32, 8, 128), (16, 1, 16384, 64, 8, 64)]
+
+
+def hbm_peak_gbs(name):
+    """The datasheet HBM bandwidth of the GPUs this bench is run on (GB/s); an unknown GPU gets H100 SXM's."""
+    for key, gbs in (("H200", 4800.0), ("H100 PCIe", 2000.0), ("H100 NVL", 3900.0), ("H100", 3350.0),
+                     ("A100-SXM4-80GB", 2039.0), ("A100", 1555.0)):
+        if key in name:
+            return gbs
+    return 3350.0
 
 
 def replay_us(torch, graph, calls, reps=15):
@@ -68,7 +78,7 @@ def plot(rows, hbm_gbs, title, path):
         return False
     names = [f"B{r['batch']} Sq{r['sq']} Sk{r['sk']} {r['hq']}/{r['hkv']} d{r['d']}" for r in rows]
     kv = [r["kv_mb"] * 1e6 + 4 * r["batch"] * r["hq"] * r["sq"] * r["d"] for r in rows]  # bytes moved
-    series = ["tessera"] + sorted({k[:-3] for r in rows for k in r if k.startswith("paged") and k.endswith("_us")},
+    series = ["tessera", "cache"] + sorted({k[:-3] for r in rows for k in r if k.startswith("paged") and k.endswith("_us")},
                                   key=lambda k: int(k[5:])) + ["cudnn", "flash", "efficient"]
     fig, ax = plt.subplots(figsize=(max(8, 0.6 * len(rows)), 5))
     width = 0.8 / len(series)
@@ -86,7 +96,8 @@ def plot(rows, hbm_gbs, title, path):
 
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m tessera.bench attention --decode", description=__doc__.split("\n\n")[0])
-    p.add_argument("--hbm-gbs", type=float, default=3350.0)
+    p.add_argument("--hbm-gbs", type=float, default=None,
+                   help="HBM peak in GB/s for the %% columns (default: by GPU name, H100 SXM 3350, H200 4800)")
     p.add_argument("--json")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--pages", default="16,64,256",
@@ -103,6 +114,8 @@ def main(argv=None):
         print("tessera.bench attention --decode: no GPU (torch sees no CUDA device); nothing measured", file=sys.stderr)
         return 3
     dev = torch.device("cuda")
+    if args.hbm_gbs is None:
+        args.hbm_gbs = hbm_peak_gbs(torch.cuda.get_device_name())
     backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
                 "efficient": SDPBackend.EFFICIENT_ATTENTION}
     rows = []
@@ -121,25 +134,33 @@ def main(argv=None):
         row["tessera_err"] = float((out.float() - ref).abs().max())
         row["tessera_us"] = replay_us(torch, capture(torch, lambda: [
             tessera.attention(q, ks[i % copies], vs[i % copies], layout="bhsd") for i in range(calls)]), calls)
-        # The same keys as a paged cache ([B, Sk, Hkv, D] bshd pages, in random order) and as a
-        # contiguous one, through attention_with_kvcache (q as [B, Sq, Hq, D]).
+        # The same keys through attention_with_kvcache (q as [B, Sq, Hq, D]): a contiguous cache
+        # [B, Sk, Hkv, D], then pages of it in random order, each timed against the contiguous cache
+        # (the same layout and call: what paging alone costs).
         qs = q.transpose(1, 2).contiguous()
         lens = torch.full((b,), sk, dtype=torch.int32, device=dev)
+        kc = [k.transpose(1, 2).contiguous() for k in ks]
+        vc = [v.transpose(1, 2).contiguous() for v in vs]
+        o = tessera.attention_with_kvcache(qs, kc[0], vc[0], cache_seqlens=lens)
+        row["cache_err"] = float((o.transpose(1, 2).float() - ref).abs().max())
+        row["cache_us"] = round(replay_us(torch, capture(torch, lambda: [
+            tessera.attention_with_kvcache(qs, kc[i % copies], vc[i % copies], cache_seqlens=lens)
+            for i in range(calls)]), calls), 2)
         for page in [int(x) for x in args.pages.split(",") if x]:
             if sk % page:
                 continue
-            kp = [k.transpose(1, 2).reshape(b * sk // page, page, hkv, d) for k in ks]
-            vp = [v.transpose(1, 2).reshape(b * sk // page, page, hkv, d) for v in vs]
             perm = torch.randperm(b * sk // page, device=dev)
-            kp = [x[perm].contiguous() for x in kp]  # page perm[i] now holds what page i held
-            vp = [x[perm].contiguous() for x in vp]
+            kp = [x.view(b * sk // page, page, hkv, d)[perm].contiguous() for x in kc]  # page perm[i] holds what page i held
+            vp = [x.view(b * sk // page, page, hkv, d)[perm].contiguous() for x in vc]
             table = torch.argsort(perm).to(torch.int32).view(b, sk // page)
             o = tessera.attention_with_kvcache(qs, kp[0], vp[0], cache_seqlens=lens, block_table=table)
             row[f"paged{page}_err"] = float((o.transpose(1, 2).float() - ref).abs().max())
             row[f"paged{page}_us"] = round(replay_us(torch, capture(torch, lambda: [
                 tessera.attention_with_kvcache(qs, kp[i % copies], vp[i % copies], cache_seqlens=lens, block_table=table)
                 for i in range(calls)]), calls), 2)
+            row[f"paged{page}_x"] = round(row[f"paged{page}_us"] / row["cache_us"], 3)
             del kp, vp
+        del kc, vc
         best = None
         for name, be in backends.items():
             try:
@@ -167,22 +188,32 @@ def main(argv=None):
         ok = row["tessera_err"] < 2e-2
         row["ok"] = ok
         rows.append(row)
-        ok = ok and all(row[key] < 2e-2 for key in row if key.startswith("paged") and key.endswith("_err"))
+        ok = ok and all(row[key] < 2e-2 for key in row if key.startswith(("paged", "cache")) and key.endswith("_err"))
         row["ok"] = ok
-        paged = " ".join(f"p{key[5:-3]} {row[key]}" for key in row if key.startswith("paged") and key.endswith("_us"))
+        paged = " ".join(f"p{key[5:-3]} {row[key]} ({row['paged' + key[5:-3] + '_x']}x)" for key in row
+                         if key.startswith("paged") and key.endswith("_us"))
         print(f"B{b:<3} Sq{sq:<2} Sk{sk:<6} {hq}/{hkv} d{d}: tessera {row['tessera_us']:8.2f} us "
               f"({row['gbs']:7.1f} GB/s, {row['hbm_pct']:5.1f}%)  best SDPA {row.get('best')} "
               f"{row.get('best_us')} us  ratio {row.get('ratio')}  err {row['tessera_err']:.2e}"
-              + (f"  paged: {paged}" if paged else "") + ("" if ok else "  MISMATCH"), flush=True)
+              + f"  cache {row['cache_us']} us" + (f"  paged: {paged}" if paged else "") + ("" if ok else "  MISMATCH"), flush=True)
         del ks, vs
         torch.cuda.empty_cache()
     ratios = [r["ratio"] for r in rows if r.get("ratio")]
     gm = statistics.geometric_mean(ratios) if ratios else None
     print(f"geomean tessera vs best SDPA backend: {gm:.3f} over {len(ratios)} shapes; lowest "
           f"{min(ratios):.3f}" if ratios else "no SDPA anchor ran")
+    paged_x = {}
+    for r in rows:
+        for key in r:
+            if key.startswith("paged") and key.endswith("_x"):
+                paged_x.setdefault(key[5:-2], []).append(r[key])
+    for page, xs in paged_x.items():
+        print(f"paged {page} over the contiguous cache: median {statistics.median(xs):.3f}x, worst {max(xs):.3f}x "
+              f"over {len(xs)} shapes")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "geomean": gm,
+                       "paged_over_cache": {p: {"median": statistics.median(xs), "worst": max(xs)} for p, xs in paged_x.items()},
                        "hbm_gbs": args.hbm_gbs, "rows": rows}, f, indent=1)
         plot(rows, args.hbm_gbs, f"decode attention, {torch.cuda.get_device_name()}",
              args.json.rsplit(".", 1)[0] + ".png")
