@@ -232,13 +232,12 @@ bool decode_plan(const AttentionArgs& a, const AttnParams& p, const detail::Devi
 
 bool decode_plan_on(const detail::DeviceInfo& dev, int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q,
                     int64_t heads_kv, int64_t head_dim, int max_sms, size_t workspace_bytes, int64_t window_left,
-                    decode::Plan* out, bool paged) {
+                    decode::Plan* out) {
   const int d = int(head_dim);
   const int per_sm = decode::ctas_per_sm(d, dev.smem_optin + 1024);  // + the CTA's reserved 1 KB
   if (per_sm < 1) return false;
   const int sms = max_sms > 0 && max_sms < dev.sm_count ? max_sms : dev.sm_count;
-  *out = decode::make_plan(batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, sms, per_sm, workspace_bytes, window_left,
-                           paged);
+  *out = decode::make_plan(batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, sms, per_sm, workspace_bytes, window_left);
   return true;
 }
 

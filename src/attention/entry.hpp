@@ -17,10 +17,10 @@ namespace tessera::attn {
 AttnParams params_of(const AttentionArgs& args);
 
 // The decode family's plan on `dev` under the call's SM budget (max_sms), given workspace_bytes of
-// workspace (paged: K/V in a paged cache); false when a CTA does not fit the device's shared memory.
+// workspace; false when a CTA does not fit the device's shared memory.
 bool decode_plan_on(const detail::DeviceInfo& dev, int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q,
                     int64_t heads_kv, int64_t head_dim, int max_sms, size_t workspace_bytes, int64_t window_left,
-                    decode::Plan* out, bool paged = false);
+                    decode::Plan* out);
 
 // The TESSERA_ATTN_* overrides for a prefill call of head_dim, checked before any device is:
 // INVALID_ARGUMENT for a malformed or unknown value (or a row of another head dim), NOT_SUPPORTED

@@ -125,7 +125,7 @@ AttnParams kv_params_of(const KvCacheArgs& a) {
 // sequence's end finds no keys), no first-block skip (a window's start depends on the length).
 bool plan(const KvCacheArgs& a, const detail::DeviceInfo& dev, size_t workspace_bytes, decode::Plan* out) {
   return decode_plan_on(dev, a.batch, a.seqlen_q, capacity(a), a.heads_q, a.heads_kv, a.head_dim, a.max_sms,
-                        workspace_bytes, -1, out, a.block_table != nullptr);
+                        workspace_bytes, -1, out);
 }
 
 }  // namespace

@@ -956,33 +956,44 @@ TEST(DecodePlan, SplitsFillTheGpuAndCoverEveryKeyOnce) {
       }
 }
 
-TEST(DecodePlan, AWaveIsOneCtaPerSmForOneContiguousRowTile) {
-  // One row tile over a contiguous K/V, or a paged one at d >= 128: at most one CTA per SM; a paged
-  // cache at d < 128 or several row tiles: every CTA slot (2 per SM at d = 128, 4 at d = 64).
+TEST(DecodePlan, AWaveIsOneCtaPerSmForOneRowTileAtD128) {
+  // One row tile at d = 128: at most one CTA per SM (paged or not: the plan does not ask); several
+  // row tiles: every CTA slot (2 per SM at d = 128).
   const dec::Plan one = dec::make_plan(1, 1, 8192, 32, 8, 128, 132, 2, SIZE_MAX);
   EXPECT_EQ(one.splits, 16);  // 8 KV heads x 16 splits = 128 CTAs <= 132
   EXPECT_LE(one.ctas, 132);
-  EXPECT_EQ(dec::make_plan(1, 1, 8192, 32, 8, 128, 132, 2, SIZE_MAX, -1, true).splits, 16);
-  const dec::Plan paged64 = dec::make_plan(1, 1, 8192, 32, 8, 64, 132, 4, SIZE_MAX, -1, true);
-  EXPECT_EQ(paged64.splits, 64);  // 528 / 8 KV heads = 66, capped at 512 blocks / (4 warps x 2 blocks)
-  EXPECT_GT(paged64.ctas, 132);
-  EXPECT_LE(paged64.ctas, 528);
-  EXPECT_LE(dec::make_plan(1, 1, 8192, 32, 8, 64, 132, 4, SIZE_MAX).ctas, 132);
+  EXPECT_LE(dec::make_plan(1, 1, 8192, 32, 8, 64, 132, 4, SIZE_MAX).ctas, 132);  // short splits: see below
   const dec::Plan tiles = dec::make_plan(1, 16, 8192, 32, 8, 128, 132, 2, SIZE_MAX);  // 64 rows: 4 tiles
   EXPECT_EQ(tiles.row_tiles, 4);
   EXPECT_EQ(tiles.splits, 8);
 }
 
+TEST(DecodePlan, TwoCtasPerSmAtD64WhereSplitsStayLong) {
+  // B8, 8k keys, d64: 64 (batch, KV head) units, two CTAs per SM: 264 / 64 = 4 splits of 128 blocks.
+  const dec::Plan b8 = dec::make_plan(8, 1, 8192, 32, 8, 64, 132, 4, SIZE_MAX);
+  EXPECT_EQ(b8.splits, 4);
+  EXPECT_EQ(b8.blocks_per_split, 128);
+  EXPECT_GT(b8.ctas, 132);
+  EXPECT_LE(b8.ctas, 264);
+  // B1, 32k: 33 splits leave 2048 / (33 x 4 warps) = 15 blocks per warp: two per SM.
+  EXPECT_EQ(dec::make_plan(1, 1, 32768, 32, 8, 64, 132, 4, SIZE_MAX).splits, 33);
+  // B1, 8k: 33 splits would leave 3 blocks per warp: one CTA per SM, 16 splits.
+  EXPECT_EQ(dec::make_plan(1, 1, 8192, 32, 8, 64, 132, 4, SIZE_MAX).splits, 16);
+  // d = 128 holds kWaveBytesInFlight alone: one per SM (B8 8k: 132 / 64 = 2 splits).
+  EXPECT_EQ(dec::make_plan(8, 1, 8192, 32, 8, 128, 132, 2, SIZE_MAX).splits, 2);
+  // One CTA fits (a small shared memory): one per SM.
+  EXPECT_EQ(dec::make_plan(8, 1, 8192, 32, 8, 64, 132, 1, SIZE_MAX).splits, 2);
+}
+
 TEST(DecodePlan, WaveRule) {
   // (d, paged, row tiles, CTAs that fit an SM) -> CTAs per SM in the wave.
-  EXPECT_EQ(dec::wave_ctas_per_sm(128, false, 1, 2), 1);
-  EXPECT_EQ(dec::wave_ctas_per_sm(64, false, 1, 4), 1);
-  EXPECT_EQ(dec::wave_ctas_per_sm(128, true, 1, 2), 1);
-  EXPECT_EQ(dec::wave_ctas_per_sm(256, true, 1, 1), 1);
-  EXPECT_EQ(dec::wave_ctas_per_sm(64, true, 1, 4), 4);
-  EXPECT_EQ(dec::wave_ctas_per_sm(96, true, 1, 3), 3);
-  EXPECT_EQ(dec::wave_ctas_per_sm(128, false, 2, 2), 2);
-  EXPECT_EQ(dec::wave_ctas_per_sm(64, false, 8, 4), 4);
+  EXPECT_EQ(dec::wave_ctas_per_sm(128, 1, 2), 1);
+  EXPECT_EQ(dec::wave_ctas_per_sm(64, 1, 4), 2);  // a d = 64 CTA keeps half of kWaveBytesInFlight
+  EXPECT_EQ(dec::wave_ctas_per_sm(64, 1, 1), 1);
+  EXPECT_EQ(dec::wave_ctas_per_sm(96, 1, 3), 1);
+  EXPECT_EQ(dec::wave_ctas_per_sm(256, 1, 1), 1);
+  EXPECT_EQ(dec::wave_ctas_per_sm(128, 2, 2), 2);
+  EXPECT_EQ(dec::wave_ctas_per_sm(64, 8, 4), 4);
 }
 
 TEST(DecodePlan, WorkspaceLimitsTheSplits) {

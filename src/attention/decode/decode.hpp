@@ -27,10 +27,18 @@ constexpr int kPrefetchBytes = 64 * 1024;  // K/V a CTA asks of L2 at entry beyo
 // A split covers at least this many key blocks per warp: shorter ones would spend more on the
 // combine's reads and writes than they save.
 constexpr int kMinBlocksPerWarp = 2;
+// K/V bytes per SM that one row tile's wave keeps in flight: a d = 64 CTA alone holds half of it
+// and leaves HBM under-used (H200 the most), d >= 96 CTAs hold it alone.
+constexpr int kWaveBytesInFlight = 64 * 1024;
+// A second CTA per SM for kWaveBytesInFlight only where each warp still walks this many key blocks:
+// shorter splits cost more in their ramp-up and merge than the bytes in flight gain.
+constexpr int kMinBlocksPerWarpExtraCtas = 8;
 
 // Shared memory of a CTA at head dim d: per warp, a ring of `stages` K and V blocks; Q once.
 constexpr int stages_for(int d) { return d > 128 ? 2 : 3; }
 constexpr int smem_bytes(int d) { return (kWarps * stages_for(d) * 2 * kBlockN + kRows) * d * 2; }
+// K/V bytes a CTA keeps in flight: every warp's ring but the block it works on.
+constexpr int bytes_in_flight(int d) { return kWarps * (stages_for(d) - 1) * 2 * kBlockN * d * 2; }
 
 // How a call is cut into CTAs.
 struct Plan {
@@ -51,15 +59,17 @@ size_t workspace_bytes(int64_t batch, int64_t heads_kv, int row_tiles, int split
 // each, given `workspace_bytes` of workspace (SIZE_MAX: as much as the plan wants): when batch x KV
 // heads x row tiles cannot fill a wave, as many splits as keep every CTA in that first wave (a
 // second, partial wave of memory-bound CTAs costs more than one split fewer), each split at least
-// kMinBlocksPerWarp key blocks per warp, and no more splits than the workspace holds. A wave is one
-// CTA per SM where one row tile reads a contiguous K/V, or a paged one at d >= 128 (fewer, longer
-// splits stream it as fast, with less to merge); every CTA slot otherwise (several row tiles, and
-// scattered pages read by d < 128 CTAs, which keep half the bytes in flight, gain from more CTAs).
-// window_left: the call's left window (-1: none); paged: K/V in a paged cache.
-// CTAs per SM in the wave that make_plan's splits fill (of the ctas_per_sm that fit).
-int wave_ctas_per_sm(int d, bool paged, int row_tiles, int ctas_per_sm);
+// kMinBlocksPerWarp key blocks per warp, and no more splits than the workspace holds. A wave
+// (wave_ctas_per_sm) is every CTA slot for several row tiles; for one, as many CTAs per SM as keep
+// kWaveBytesInFlight of K/V in flight (one from d = 96 up, two at d = 64), the extra ones only where
+// each warp still walks kMinBlocksPerWarpExtraCtas blocks. Contiguous and paged caches alike: more
+// CTAs than that did not hide the pages' scattered reads, fewer and longer splits did as well.
+// window_left: the call's left window (-1: none).
 Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int d, int sms,
-               int ctas_per_sm, size_t workspace_bytes, int64_t window_left = -1, bool paged = false);
+               int ctas_per_sm, size_t workspace_bytes, int64_t window_left = -1);
+// CTAs per SM in the wave that make_plan's splits fill (of the ctas_per_sm that fit), before the
+// check on split length.
+int wave_ctas_per_sm(int d, int row_tiles, int ctas_per_sm);
 
 // CTAs of the decode kernel one SM holds at head dim d (its shared memory; 0: it does not fit).
 int ctas_per_sm(int d, int smem_per_sm);

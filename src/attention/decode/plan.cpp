@@ -15,13 +15,14 @@ size_t workspace_bytes(int64_t batch, int64_t heads_kv, int row_tiles, int split
 
 int ctas_per_sm(int d, int smem_per_sm) { return smem_per_sm / (smem_bytes(d) + 1024); }  // + the CTA's reserved 1 KB
 
-int wave_ctas_per_sm(int d, bool paged, int row_tiles, int ctas_per_sm) {
-  if (row_tiles > 1 || (paged && d < 128)) return ctas_per_sm;  // more CTAs in flight gain there
-  return 1;  // fewer, longer splits stream a contiguous cache (or d >= 128 pages) as fast, with less to merge
+int wave_ctas_per_sm(int d, int row_tiles, int ctas_per_sm) {
+  if (row_tiles > 1) return ctas_per_sm;  // more CTAs in flight gain there
+  // Fewer, longer splits, as many per SM as keep the bytes in flight: less to merge.
+  return std::clamp(kWaveBytesInFlight / bytes_in_flight(d), 1, std::max(1, ctas_per_sm));
 }
 
 Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int d, int sms,
-               int ctas_per_sm, size_t workspace_bytes_given, int64_t window_left, bool paged) {
+               int ctas_per_sm, size_t workspace_bytes_given, int64_t window_left) {
   Plan pl;
   pl.group = int(heads_q / heads_kv);
   pl.rows = int(seqlen_q) * pl.group;
@@ -30,9 +31,15 @@ Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_
   // Keys before the first row's window are seen by no row.
   if (window_left >= 0) pl.key_block0 = int(std::max<int64_t>(0, seqlen_k - seqlen_q - window_left) / kBlockN);
   const int64_t key_blocks = std::max<int64_t>(1, (seqlen_k + kBlockN - 1) / kBlockN - pl.key_block0);
-  const int64_t target = int64_t(std::max(1, sms)) * wave_ctas_per_sm(d, paged, pl.row_tiles, std::max(1, ctas_per_sm));
-  int64_t splits = std::max<int64_t>(1, target / units);
-  splits = std::min<int64_t>({splits, std::max<int64_t>(1, key_blocks / (kWarps * kMinBlocksPerWarp)), kMaxSplits});
+  auto splits_for = [&](int wave) {
+    const int64_t target = int64_t(std::max(1, sms)) * wave;
+    return std::min<int64_t>({std::max<int64_t>(1, target / units),
+                              std::max<int64_t>(1, key_blocks / (kWarps * kMinBlocksPerWarp)), kMaxSplits});
+  };
+  const int wave = wave_ctas_per_sm(d, pl.row_tiles, std::max(1, ctas_per_sm));
+  int64_t splits = splits_for(wave);
+  if (wave > 1 && pl.row_tiles == 1 && key_blocks / (splits * kWarps) < kMinBlocksPerWarpExtraCtas)
+    splits = splits_for(1);
   // No more than the workspace holds, and no more CTAs than a 1-D grid walk counts.
   if (splits > 1 && workspace_bytes_given != SIZE_MAX) {
     const size_t per_split = workspace_bytes(batch, heads_kv, pl.row_tiles, 2, d) / 2;
