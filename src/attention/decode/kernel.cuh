@@ -274,11 +274,22 @@ __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p) {
   auto thr_g2s = g2s.get_slice(lane);
   Tensor tKcK = thr_g2s.partition_S(make_identity_tensor(Shape<Int<kBlockN>, Int<D>>{}));  // (CPY,CPY_N,CPY_D) -> (key, d)
 
-  // This warp's share of the split's key blocks (blocks first, first + kWarps, ... below `last`) and,
-  // for a paged cache, the block-table entries of its steps 0..31 (`entries`, lane i: step i) and
-  // 32..63 (`entries_next`), read ahead so that no step waits for its page number.
+  // This warp's share of the split's key blocks (blocks first, first + kWarps, ... below `last`) and
+  // where the blocks of its steps 0..31 live (lane i: step i; `page`, clamped, and `in_page`, the
+  // block's first row in it; a contiguous cache: page 0 and the block's first key), with the paged
+  // cache's block-table entries of steps 32..63 read ahead (`entry_next`), so that no step waits for
+  // its page number or divides by the page size.
   struct Share {
-    int n_keys, first, steps, entries, entries_next;
+    int n_keys, first, steps, entry_next, page, in_page;
+  };
+  auto block_key = [&](const Share& sh, int step) { return (sh.first + step * kWarps) * kBlockN; };
+  auto entry_of = [&](const Share& sh, int step) {
+    return k_rows.table && step < sh.steps ? __ldcg(k_rows.table + block_key(sh, step) / k_rows.page_size) : 0;
+  };
+  auto place = [&](Share& sh, int entry, int step) {  // this lane's block: step `step`, entry `entry`
+    const int key = block_key(sh, step);
+    sh.page = k_rows.table ? k_rows.page_of(entry) : 0;
+    sh.in_page = k_rows.table ? key % k_rows.page_size : key;
   };
   auto share = [&] {
     Share sh;
@@ -287,11 +298,8 @@ __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p) {
     sh.first = p.key_block0 + w.split * p.blocks_per_split + warp;
     const int last = min(key_blocks, p.key_block0 + (w.split + 1) * p.blocks_per_split);  // one past
     sh.steps = sh.first < last ? (last - sh.first + kWarps - 1) / kWarps : 0;
-    auto entry_of = [&](int step) {
-      return k_rows.table && step < sh.steps ? __ldcg(k_rows.table + (sh.first + step * kWarps) * kBlockN / k_rows.page_size) : 0;
-    };
-    sh.entries = entry_of(lane);
-    sh.entries_next = entry_of(32 + lane);
+    place(sh, entry_of(sh, lane), lane);
+    sh.entry_next = entry_of(sh, 32 + lane);
     return sh;
   };
   // The first blocks, up to kPrefetchBytes per CTA past the ring's first fill, asked of L2 before the
@@ -306,10 +314,10 @@ __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p) {
     static_assert(kWarmSteps <= 32 && kLines % 32 == 0, "one entry a lane; every lane takes each turn");
     for (int i = lane; i < kLines; i += 32) {
       const int step = i / (kBlockN * kRowLines), row = i / kRowLines % kBlockN, line = i % kRowLines;
-      const int entry = __shfl_sync(0xffffffff, sh.entries, step), key = (sh.first + step * kWarps) * kBlockN + row;
-      if (step < sh.steps && key < sh.n_keys) {
-        prefetch_l2(k_ptr + k_rows.at(entry, key) + line * 64);
-        prefetch_l2(v_ptr + v_rows.at(entry, key) + line * 64);
+      const int pg = __shfl_sync(0xffffffff, sh.page, step), r = __shfl_sync(0xffffffff, sh.in_page, step) + row;
+      if (step < sh.steps && block_key(sh, step) + row < sh.n_keys) {
+        prefetch_l2(k_ptr + k_rows.at_page(pg, r) + line * 64);
+        prefetch_l2(v_ptr + v_rows.at_page(pg, r) + line * 64);
       }
     }
   }
@@ -317,22 +325,23 @@ __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p) {
 
   Share sh = share();
   const int n_keys = sh.n_keys, first = sh.first, steps = sh.steps;
-  // The block-table entry of this warp's `step`-th block, from the lane that holds it; called for
-  // every step in order (the window of entries moves on every 32 steps).
-  auto entry = [&](int step) {
+  // Where this warp's `step`-th block lives (page, row in the page), from the lane that holds it;
+  // called for every step in order (the window moves on every 32 steps).
+  auto block_pos = [&](int step) {
+    if (!k_rows.table) return make_int2(0, block_key(sh, step));
     if (step % 32 == 0 && step > 0) {
-      sh.entries = sh.entries_next;
-      sh.entries_next = k_rows.table && step + 32 + lane < steps
-                            ? __ldcg(k_rows.table + (first + (step + 32 + lane) * kWarps) * kBlockN / k_rows.page_size)
-                            : 0;
+      place(sh, sh.entry_next, step + lane);
+      sh.entry_next = entry_of(sh, step + 32 + lane);
     }
-    return __shfl_sync(0xffffffff, sh.entries, step % 32);
+    return make_int2(__shfl_sync(0xffffffff, sh.page, step % 32), __shfl_sync(0xffffffff, sh.in_page, step % 32));
   };
   auto load = [&](int step) {  // block of this warp's `step` -> ring slot step % kStages
     if (step < steps) {
-      const int j0 = (first + step * kWarps) * kBlockN, s = step % kStages, e = entry(step);
+      const int j0 = block_key(sh, step), s = step % kStages;
+      const int2 pos = block_pos(step);
       auto block = [&](const Element* base, const KvRows& rows) {  // (16,D) at key j0 (one page)
-        return make_tensor(make_gmem_ptr(base + rows.at(e, j0)), Shape<Int<kBlockN>, Int<D>>{}, make_stride(rows.row, _1{}));
+        return make_tensor(make_gmem_ptr(base + rows.at_page(pos.x, pos.y)), Shape<Int<kBlockN>, Int<D>>{},
+                           make_stride(rows.row, _1{}));
       };
       copy_rows(g2s, thr_g2s.partition_S(block(k_ptr, k_rows)), thr_g2s.partition_D(sK(s)), tKcK, n_keys - j0);
       copy_rows(g2s, thr_g2s.partition_S(block(v_ptr, v_rows)), thr_g2s.partition_D(sV(s)), tKcK, n_keys - j0);

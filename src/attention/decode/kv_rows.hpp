@@ -17,13 +17,16 @@ struct KvRows {
 
   // Element offset of key j from the (batch, head) base (contiguous) or the head's base in page 0.
   TESSERA_HD int64_t offset(int64_t j) const { return at(table ? table[j / page_size] : 0, j); }
-  // The same, given the block-table entry `entry` of key j's page (paged; ignored when contiguous):
-  // the decode kernel reads the entries ahead of the keys.
+  // The same, given the block-table entry `entry` of key j's page (paged; ignored when contiguous).
   TESSERA_HD int64_t at(int entry, int64_t j) const {
     if (!table) return j * row;
-    const int pg = entry < 0 ? 0 : entry > last_page ? last_page : entry;  // an out-of-range entry reads a real page, never outside
-    return int64_t(pg) * page + (j % page_size) * row;
+    return at_page(page_of(entry), int(j % page_size));
   }
+  // A block-table entry as the page read: an out-of-range entry reads a real page, never outside.
+  TESSERA_HD int page_of(int entry) const { return entry < 0 ? 0 : entry > last_page ? last_page : entry; }
+  // Row `row_in_page` of page `pg` (contiguous: page 0, the key's row). The decode kernel resolves a
+  // block's page and row once per 32 steps across a warp's lanes, so that a step only multiplies.
+  TESSERA_HD int64_t at_page(int pg, int row_in_page) const { return int64_t(pg) * page + int64_t(row_in_page) * row; }
 };
 
 }  // namespace tessera::attn::decode
