@@ -790,3 +790,37 @@ TEST(Heuristic, F32OperandsTakeTheTf32Rows) {
   EXPECT_STREQ(x3.name, kSm90Small);  // the 128x64 pairs cover the promotions' drains best
   EXPECT_FALSE(ti::find_config(kSm90Large)->tf32x3);
 }
+
+TEST(Sm90Epilogue, WhichDLeavesInSubTiles) {
+  namespace s9 = ti::sm90;
+  ti::EpilogueParams e;
+  e.d_dtype = ti::kBF16;
+  e.d_tma = true;
+  // 16-bit operands' own D: TMA store; fp8 operands' bf16 D too (tensor or block scales), but not
+  // with row-wise scales (the staging multiplies each row and column), nor an f16 or f32 D.
+  EXPECT_EQ(s9::epilogue_mode(false, ti::kBF16, e, 1, s9::kEpiAuto), s9::kEpiTma);
+  EXPECT_EQ(s9::epilogue_mode(false, ti::kE4M3, e, 1, s9::kEpiAuto), s9::kEpiTma);
+  EXPECT_EQ(s9::epilogue_mode(false, ti::kE5M2, e, 1, s9::kEpiAuto), s9::kEpiTma);
+  EXPECT_EQ(s9::epilogue_mode(false, ti::kE4M3, e, 1, s9::kEpiAuto, true), s9::kEpiStaged);
+  EXPECT_EQ(s9::epilogue_mode(false, ti::kE4M3, e, 4, s9::kEpiAuto), s9::kEpiStaged);  // split-K
+  EXPECT_EQ(s9::epilogue_mode(false, ti::kE4M3, e, 1, s9::kEpiStaged), s9::kEpiStaged);
+  EXPECT_EQ(s9::epilogue_mode(false, ti::kS8, e, 1, s9::kEpiAuto), s9::kEpiStaged);
+  e.d_tma = false;  // D's rows not TMA-storable: the same sub-tiles, stored by the threads
+  EXPECT_EQ(s9::epilogue_mode(false, ti::kE4M3, e, 1, s9::kEpiAuto), s9::kEpiSmem16);
+  e.d_tma = true;
+  e.d_dtype = ti::kF16;
+  EXPECT_EQ(s9::epilogue_mode(false, ti::kE4M3, e, 1, s9::kEpiAuto), s9::kEpiStaged);
+  EXPECT_EQ(s9::epilogue_mode(false, ti::kF16, e, 1, s9::kEpiAuto), s9::kEpiTma);
+  e.d_dtype = ti::kF32;
+  EXPECT_EQ(s9::epilogue_mode(false, ti::kE4M3, e, 1, s9::kEpiAuto), s9::kEpiStaged);
+  // beta * C by TMA where C can be read so; else the staging.
+  e.d_dtype = ti::kBF16;
+  e.beta = 0.5f;
+  EXPECT_EQ(s9::epilogue_mode(false, ti::kE4M3, e, 1, s9::kEpiAuto), s9::kEpiStaged);
+  e.c_tma = true;
+  EXPECT_EQ(s9::epilogue_mode(false, ti::kE4M3, e, 1, s9::kEpiAuto), s9::kEpiTma);
+  // A column-major D: only the flipped TMA path, which fp8 kernels do not take.
+  e.d_col_major = true;
+  EXPECT_EQ(s9::epilogue_mode(true, ti::kE4M3, e, 1, s9::kEpiAuto), -1);
+  EXPECT_EQ(s9::sub_tile_d_dtype(ti::kF32, false), -1);
+}

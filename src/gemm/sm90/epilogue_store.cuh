@@ -1,5 +1,5 @@
-// The Hopper GEMM's 16-bit epilogue (seed 003): each consumer warpgroup converts its 64 x BN rows to
-// D's type in swizzled 64 x kStoreN sub-tiles of its staging buffer (a column-major D: transposed
+// The Hopper GEMM's 16-bit epilogue (seed 003), for 16-bit operands' D and fp8 operands' bf16 D:
+// each consumer warpgroup converts its 64 x BN rows to D's type in swizzled 64 x kStoreN sub-tiles of its staging buffer (a column-major D: transposed
 // kStoreNT x 64 ones, by stmatrix.trans) and one thread stores each by TMA, which clips the ragged
 // edges; the previous tile's last stores drain under this tile's mainloop. beta * C arrives by TMA
 // in the sub-tile D then leaves from. EpiMode kEpiDirect writes the same sub-tiles with 16-byte
@@ -71,6 +71,7 @@ struct Store16 {
   const Element* bias;  // bias (D's type here), this batch's
   bool bias_per_col;
   float bias_row[2] = {0.0f, 0.0f};  // a per-row bias: this thread's two rows
+  float scale = 0.0f;  // fp8 operands: alpha times the tensor scales (epilogue_mode: no row-wise ones here)
 
   // Bias and activation: the bias values are loaded together up front (one dependent load per
   // element would serialise their latency), the activation a call per 8 values.
@@ -78,6 +79,7 @@ struct Store16 {
                                      ConsumerThread<T> const& me_, const TileCoord& c_)
       : p(p_), smem(smem_), me(me_), c(c_), e(p_.g.epi) {
     with_c = !T::kOneTile && e.beta != 0.0f;
+    if constexpr (T::kFp8) scale = p.g.scale_m ? e.alpha * p.g.scale_m[0] * p.g.scale_n[0] : e.alpha;
     row_in_wg = 16 * me.wg_warp() + me.lane / 4;
     m_base = c.m * T::BM + me.wg_row0();
     extras = !T::kOneTile && (has_bias_or_activation(e) || with_c);
@@ -280,7 +282,7 @@ struct Store16 {
         for (int h = 0; h < 2; ++h) {
           CUTE_UNROLL
           for (int cc = 0; cc < 2; ++cc) {
-            v[q][h][cc] = e.alpha * acc(4 * j + 2 * h + cc);
+            v[q][h][cc] = (T::kFp8 ? scale : e.alpha) * acc(4 * j + 2 * h + cc);
             if constexpr (kExtras) v[q][h][cc] += bias_row[h] + bias_col[jj + q][cc];
           }
           if constexpr (kExtras) {

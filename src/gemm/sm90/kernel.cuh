@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
     auto store = [&](int row, int col, float (&v)[8]) { store_row8<T>(p.g, c, row, col, v); };
     if constexpr (T::kIntSums) {
       staged(me, acc, store);
-    } else if (!T::kFp8 && (kOneTile || p.epi_mode != kEpiStaged)) {
+    } else if (kOneTile || p.epi_mode != kEpiStaged) {
       Store16<T>(p, smem, me, c).run(acc, c_phase);
     } else if constexpr (!kOneTile) {
       if (sched.splits == 1) staged(me, acc, store);

@@ -69,16 +69,18 @@ struct Traits {
   // launch's 128 registers per thread but compiles the consumers within the 152 (the 192x192
   // tile's SASS uses up to R149), which the 96 accumulators of a 64x192 consumer just fit.
   static constexpr int kProducerRegs = 56, kConsumerRegs = kConsumers == 3 ? 152 : 224;
-  // D's type on the TMA-store paths, which only a 16-bit D of the operands' type takes
-  // (epilogue_mode): a tf32 kernel's D always leaves through the fp32 staging.
-  using DElement = std::conditional_t<sizeof(Element) == 2, Element, cute::half_t>;
   // s8 operands sum into int32 accumulators (exact), which leave through the staging as their bits
   // (acc_bits) to epilogue_row8_s32: no TMA-store, split-K or stream-K path is compiled for them.
   static constexpr bool kIntSums = std::is_same_v<Element, int8_t>;
   using Accum = std::conditional_t<kIntSums, int32_t, float>;
-  // fp8 operands: fp32 sums, scaled as they leave through the staging (epilogue_row8_scaled); split-K
-  // and stream-K fold the unscaled sums.
+  // fp8 operands: fp32 sums, scaled as they leave: a bf16 D with tensor scales (or block scales,
+  // applied in the mainloop) by Store16, any other D through the staging (epilogue_row8_scaled);
+  // split-K and stream-K fold the unscaled sums.
   static constexpr bool kFp8 = sizeof(Element) == 1 && !kIntSums;
+  // D's type on the TMA-store paths (epilogue_mode): a 16-bit D of the operands' type, or fp8
+  // operands' bf16 D; a tf32 or s8 kernel's D always leaves through the fp32 staging.
+  using DElement = std::conditional_t<sizeof(Element) == 2, Element,
+                                      std::conditional_t<kFp8, cute::bfloat16_t, cute::half_t>>;
 
   // smem: 128-byte swizzle atoms (8 rows x 64 K-elements, or 64 MN-elements x 8 rows) tiled over
   // (rows, BK, Stages); the same layout describes the TMA box and the WGMMA descriptors.
