@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "attention/decode/decode.hpp"
+#include "attention/decode/kv_rows.hpp"
 #include "attention/sm90ws/launch.hpp"
 #include "attention/validate.hpp"
 #include "attention_gpu_reference.hpp"
@@ -1012,4 +1013,34 @@ TEST(DecodePlan, SharedMemoryDecidesCtasPerSm) {
   EXPECT_EQ(dec::ctas_per_sm(64, 228 * 1024), 4);
   EXPECT_EQ(dec::ctas_per_sm(256, 228 * 1024), 1);
   EXPECT_EQ(dec::ctas_per_sm(128, 100 * 1024), 0);  // sm_86/89: the prefill family runs instead
+}
+
+TEST(DecodeKvRows, PagedAddressesSplitIntoPageAndRow) {
+  // A paged cache [pages, page_size, Hkv, D]: key j of a batch lives in page table[j / page_size],
+  // row j % page_size. The decode kernel resolves (page, row) once per 32 steps and a step computes
+  // at_page; both must land where `at` and `offset` do, out-of-range entries clamped to real pages.
+  const int table[] = {3, 0, 7, 2, -1, 99};
+  dec::KvRows paged;
+  paged.row = 8 * 64;             // Hkv x D elements between keys in a page
+  paged.page = 48 * paged.row;    // page_size x the row
+  paged.table = table;
+  paged.page_size = 48;
+  paged.last_page = 7;
+  EXPECT_EQ(paged.page_of(-1), 0);
+  EXPECT_EQ(paged.page_of(99), 7);
+  EXPECT_EQ(paged.page_of(5), 5);
+  for (int64_t j = 0; j < 6 * 48; j += 16) {  // the kernel's 16-key blocks, never across a page
+    const int entry = table[j / 48];
+    const int64_t want = int64_t(paged.page_of(entry)) * paged.page + (j % 48) * paged.row;
+    EXPECT_EQ(paged.at(entry, j), want) << "key " << j;
+    EXPECT_EQ(paged.offset(j), want) << "key " << j;
+    EXPECT_EQ(paged.at_page(paged.page_of(entry), int(j % 48)), want) << "key " << j;
+  }
+  // A contiguous cache: page 0 and the key itself as the row.
+  dec::KvRows flat;
+  flat.row = 8 * 128;
+  for (int64_t j : {0, 16, 4096, 131072 - 16}) {
+    EXPECT_EQ(flat.at(0, j), j * flat.row);
+    EXPECT_EQ(flat.at_page(0, int(j)), j * flat.row);
+  }
 }
