@@ -13,8 +13,10 @@
 # A machine with no network and no GoogleTest (the lent device): carry the CuTe headers
 # (deps/cutlass/cutlass_library/source/include) and a copy of GoogleTest (include/gtest,
 # lib/libgtest*.a) in an ignored folder, and export GTEST_ROOT=<that folder>; the whole build takes
-# ~150 s on 16 cores. bench/ab.py (same-run A/B of a few shapes) and bench/microbench/sm90_timeline.cu
-# (per-CTA timelines) are the tools for a change under study.
+# ~150 s on 16 cores; or build here and carry scripts/pack_for_device.sh's archive (unpacked into
+# build/, the Python module included: no device time spent compiling). bench/ab.py (same-run A/B of
+# a few shapes) and bench/microbench/sm90_timeline.cu (per-CTA timelines) are the tools for a change
+# under study.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
