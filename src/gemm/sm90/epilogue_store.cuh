@@ -1,9 +1,10 @@
 // The Hopper GEMM's 16-bit epilogue (seed 003), for 16-bit operands' D and fp8 operands' bf16 D:
-// each consumer warpgroup converts its 64 x BN rows to D's type in swizzled 64 x kStoreN sub-tiles of its staging buffer (a column-major D: transposed
-// kStoreNT x 64 ones, by stmatrix.trans) and one thread stores each by TMA, which clips the ragged
-// edges; the previous tile's last stores drain under this tile's mainloop. beta * C arrives by TMA
-// in the sub-tile D then leaves from. EpiMode kEpiDirect writes the same sub-tiles with 16-byte
-// stores instead (a D that TMA cannot describe).
+// each consumer warpgroup converts its 64 x BN rows to D's type in swizzled 64 x kStoreN sub-tiles
+// of its staging buffer (a column-major D: transposed kStoreNT x 64 ones, by stmatrix.trans) and
+// one thread stores each by TMA, which clips the ragged edges; the previous tile's last stores
+// drain under this tile's mainloop. beta * C arrives by TMA in the sub-tile D then leaves from.
+// EpiMode kEpiDirect writes the same sub-tiles with 16-byte stores instead (a D that TMA cannot
+// describe).
 #pragma once
 
 #include <cute/tensor.hpp>
