@@ -7,22 +7,24 @@
 # changed: build the library before and after here, carry both (docs/ARCHITECTURE.md).
 # bench/ab_kernel_paths.args covers the sm90 GEMM kernel's paths (tiles, epilogues, dtypes, split-K)
 # and the decode attention kernel.
-# Usage: scripts/ab_libs.sh NEW_DIR OLD_DIR ARGS_FILE [ROUNDS=2]
+# A change that an override can undo needs one build: pass the same folder twice and the override
+# in OLD_ENV (e.g. OLD_ENV=TESSERA_SM90_EPILOGUE=staged), which the old runs get.
+# Usage: [OLD_ENV=VAR=VALUE] scripts/ab_libs.sh NEW_DIR OLD_DIR ARGS_FILE [ROUNDS=2]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 new=$(cd "$1" && pwd) old=$(cd "$2" && pwd) args=$3 rounds=${4:-2}
 echo "# $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1): tessera and the anchor per line, new vs old"
 for round in $(seq "$rounds"); do
   for v in new old; do
-    dir=$new
-    [ "$v" = old ] && dir=$old
+    dir=$new extra=
+    [ "$v" = old ] && dir=$old extra=${OLD_ENV:-}
     while read -r line; do
       [ -z "$line" ] && continue
       case "$line" in \#*) continue ;; esac
       cmd="gemm $line --compare cublas"
       case "$line" in attention*) cmd=$line ;; esac
       # shellcheck disable=SC2086
-      LD_LIBRARY_PATH="$dir" build/tools/tessera $cmd 2>&1 |
+      env $extra LD_LIBRARY_PATH="$dir" build/tools/tessera $cmd 2>&1 |
         grep -iE "^tessera|^cuBLAS|^ratio" | awk '{printf "%s %s %s | ", $1, $2, $4}'
       echo " [$v r$round] $line"
     done < "$args"

@@ -162,7 +162,7 @@ Status plan_sm90(const Config& cfg, const GemmPlan& plan, bool flip, const detai
   l.splits = dc.splits;
   l.stream_k = dc.stream_k;
   l.clusters = clusters;
-  l.epi_mode = sm90::epilogue_mode(cfg.flip, plan.ab_dtype, p.epi, dc.splits, env.sm90_epilogue, p.scale_step != 0);
+  l.epi_mode = sm90::epilogue_mode(cfg.flip, plan.ab_dtype, p.epi, dc.splits, env.sm90_epilogue);
   if (l.epi_mode < 0)  // flip_mode and choose() keep such a call off the flipped orientation
     return fail(TESSERA_STATUS_INTERNAL_ERROR, std::string(cfg.name) + ": no epilogue can store this column-major D");
   l.l2_warm = env.gemm_l2_warm >= 0 && cfg.l2_warm ? env.gemm_l2_warm

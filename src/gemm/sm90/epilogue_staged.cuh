@@ -1,7 +1,7 @@
 // The Hopper GEMM's fp32 staging epilogue: the accumulators leave through the warpgroup's shared
 // buffer in 64 x kEpiN sub-tiles, read back as 8 consecutive fp32 of one row per thread, and go to
 // D through the generic row epilogue (any D type and major, beta * C, bias, activation, scales).
-// Taken by int32 sums, fp8 with row-wise scales or a non-bf16 D, fp32 D, a C that TMA cannot read,
+// Taken by int32 sums, fp8 operands with a non-bf16 D, fp32 D, a C that TMA cannot read,
 // and split-K's partials and folds.
 #pragma once
 

@@ -72,7 +72,10 @@ struct Store16 {
   const Element* bias;  // bias (D's type here), this batch's
   bool bias_per_col;
   float bias_row[2] = {0.0f, 0.0f};  // a per-row bias: this thread's two rows
-  float scale = 0.0f;  // fp8 operands: alpha times the tensor scales (epilogue_mode: no row-wise ones here)
+  // fp8 operands: alpha times this thread's two rows' factors (the tensor scales' product for both
+  // rows, or the row-wise ones), and the per-column factors (null: tensor scales or none).
+  float scale_row[2] = {0.0f, 0.0f};
+  const float* scale_col = nullptr;
 
   // Bias and activation: the bias values are loaded together up front (one dependent load per
   // element would serialise their latency), the activation a call per 8 values.
@@ -80,9 +83,21 @@ struct Store16 {
                                      ConsumerThread<T> const& me_, const TileCoord& c_)
       : p(p_), smem(smem_), me(me_), c(c_), e(p_.g.epi) {
     with_c = !T::kOneTile && e.beta != 0.0f;
-    if constexpr (T::kFp8) scale = p.g.scale_m ? e.alpha * p.g.scale_m[0] * p.g.scale_n[0] : e.alpha;
     row_in_wg = 16 * me.wg_warp() + me.lane / 4;
     m_base = c.m * T::BM + me.wg_row0();
+    if constexpr (T::kFp8) {
+      const GemmParams& g = p.g;
+      if (g.scale_m && g.scale_step) {
+        scale_col = g.scale_n;
+        CUTE_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          const int m = m_base + row_in_wg + 8 * h;
+          scale_row[h] = m < g.m ? e.alpha * g.scale_m[m] : 0.0f;
+        }
+      } else {
+        scale_row[0] = scale_row[1] = g.scale_m ? e.alpha * g.scale_m[0] * g.scale_n[0] : e.alpha;
+      }
+    }
     extras = !T::kOneTile && (has_bias_or_activation(e) || with_c);
     bias = T::kOneTile ? nullptr : static_cast<const Element*>(e.bias);
     if (bias) bias += c.l * e.batch_stride_bias;
@@ -237,6 +252,24 @@ struct Store16 {
     // three warpgroups (152 registers) load each chunk pair's four in the loop below (all of them up
     // front spilled the 192x192 tile).
     float bias_col[kSub / 8][2] = {};
+    // fp8 row-wise scales: the columns' factors (1 without them), up front, or per chunk pair where
+    // registers are short (three warpgroups; 128 accumulators of a 128x256 tile: up front spilled).
+    constexpr bool kScalesPerPair = T::kConsumers == 3 || BN >= 256;
+    float scale_c[kSub / 8][2];
+    CUTE_UNROLL
+    for (int jj = 0; jj < kSub / 8; ++jj) scale_c[jj][0] = scale_c[jj][1] = 1.0f;
+    if constexpr (T::kFp8 && !kScalesPerPair) {
+      if (scale_col) {
+        CUTE_UNROLL
+        for (int jj = 0; jj < kSub / 8; ++jj) {
+          CUTE_UNROLL
+          for (int cc = 0; cc < 2; ++cc) {
+            const int n = c.n * BN + sub * kSub + 8 * jj + 2 * (lane % 4) + cc;
+            if (n < p.g.n) scale_c[jj][cc] = scale_col[n];
+          }
+        }
+      }
+    }
     if constexpr (kExtras && T::kConsumers < 3) {
       if (bias_per_col) {
         CUTE_UNROLL
@@ -263,6 +296,18 @@ struct Store16 {
                        : "r"(sT + jj * 1024)
                        : "memory");
       }
+      if constexpr (T::kFp8 && kScalesPerPair) {
+        if (scale_col) {
+          CUTE_UNROLL
+          for (int q = 0; q < 2; ++q) {
+            CUTE_UNROLL
+            for (int cc = 0; cc < 2; ++cc) {
+              const int n = c.n * BN + sub * kSub + 8 * (jj + q) + 2 * (lane % 4) + cc;
+              if (n < p.g.n) scale_c[jj + q][cc] = scale_col[n];
+            }
+          }
+        }
+      }
       if constexpr (kExtras && T::kConsumers == 3) {
         if (bias_per_col) {
           CUTE_UNROLL
@@ -283,7 +328,8 @@ struct Store16 {
         for (int h = 0; h < 2; ++h) {
           CUTE_UNROLL
           for (int cc = 0; cc < 2; ++cc) {
-            v[q][h][cc] = (T::kFp8 ? scale : e.alpha) * acc(4 * j + 2 * h + cc);
+            if constexpr (T::kFp8) v[q][h][cc] = scale_row[h] * scale_c[jj + q][cc] * acc(4 * j + 2 * h + cc);
+            else v[q][h][cc] = e.alpha * acc(4 * j + 2 * h + cc);
             if constexpr (kExtras) v[q][h][cc] += bias_row[h] + bias_col[jj + q][cc];
           }
           if constexpr (kExtras) {

@@ -16,27 +16,26 @@ namespace tessera::gemm_impl::sm90 {
 enum EpiMode : int { kEpiStaged = 0, kEpiTma = 1, kEpiSmem16 = 2, kEpiAuto = 3 };
 
 // The D type the sub-tile paths store for these operands (Traits::DElement): a 16-bit D of the
-// operands' type, fp8 operands' bf16 D when no row-wise scales multiply it (tensor scales fold into
-// alpha; block scales were applied in the mainloop); -1: none.
-inline int sub_tile_d_dtype(int ab_dtype, bool row_scales) {
+// operands' type, fp8 operands' bf16 D (tensor scales fold into alpha, row-wise ones multiply each
+// row and column in Store16::fill, block scales were applied in the mainloop); -1: none.
+inline int sub_tile_d_dtype(int ab_dtype) {
   if (ab_dtype == kF16 || ab_dtype == kBF16) return ab_dtype;
-  return is_fp8(ab_dtype) && !row_scales ? int(kBF16) : -1;
+  return is_fp8(ab_dtype) ? int(kBF16) : -1;
 }
 
 // How D leaves: a D of sub_tile_d_dtype goes out in 16-bit sub-tiles, by TMA when D meets TMA's
 // rules (EpilogueParams::d_tma), else by the threads; beta * C joins the TMA path when C meets the
-// same rules (c_tma). Any other C, an fp32 D, a 16-bit D of the other type, tf32 and s8 kernels,
-// fp8 row-wise scales and split-K ranges go through the fp32 staging. `forced`
+// same rules (c_tma). Any other C, an fp32 D, a 16-bit D of the other type, tf32 and s8 kernels
+// and split-K ranges go through the fp32 staging. `forced`
 // (TESSERA_SM90_EPILOGUE, for measurements) replaces the choice where it can run. A column-major D
 // (d_col_major) has only the TMA path, on a config that can flip (`flippable`, Config::flip): -1
-// where that cannot run. row_scales: GemmParams::scale_step != 0.
-inline int epilogue_mode(bool flippable, int ab_dtype, const EpilogueParams& e, int splits, int forced,
-                         bool row_scales = false) {
+// where that cannot run.
+inline int epilogue_mode(bool flippable, int ab_dtype, const EpilogueParams& e, int splits, int forced) {
   if (e.d_col_major) {
     const bool tma = flippable && splits == 1 && e.d_dtype == ab_dtype && e.d_tma && (e.beta == 0.0f || e.c_tma);
     return tma && (forced == kEpiAuto || forced == kEpiTma) ? int(kEpiTma) : -1;
   }
-  if (splits != 1 || e.d_dtype != sub_tile_d_dtype(ab_dtype, row_scales) || forced == kEpiStaged) return kEpiStaged;
+  if (splits != 1 || e.d_dtype != sub_tile_d_dtype(ab_dtype) || forced == kEpiStaged) return kEpiStaged;
   if (e.beta != 0.0f) return e.d_tma && e.c_tma && forced != kEpiSmem16 ? kEpiTma : kEpiStaged;
   return e.d_tma && forced != kEpiSmem16 ? kEpiTma : kEpiSmem16;
 }
