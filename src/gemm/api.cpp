@@ -104,7 +104,8 @@ Status run_gemm(const GemmArgs& args, void* stream_ptr, void* workspace, size_t 
   if (cfg.kernel == Kernel::Fallback) {
     e = gemm_impl::fallback::simt(plan.ab_dtype, plan.a.k_major, plan.b.k_major, plan.params, stream);
   } else if (cfg.kernel == Kernel::Skinny) {
-    e = gemm_impl::skinny::run(plan.ab_dtype, p, detail::environment().gemm_pdl && dev.cc_major == 9, stream);
+    e = gemm_impl::skinny::run(plan.ab_dtype, p, lp.skinny_w_tiles, detail::environment().gemm_pdl && dev.cc_major == 9,
+                              stream);
   } else if (cfg.kernel == Kernel::Sm90) {
     gemm_impl::sm90::Launch l = lp.sm90;
     if (l.splits > 1 || l.stream_k) l.workspace = ws + lp.fixup_offset;

@@ -235,6 +235,8 @@ Status plan_uncached(const GemmArgs& args, const ConfigChoice& req, const detail
     const size_t room = ws > lp.fixup_offset ? ws - lp.fixup_offset : 0;
     if (Status s = plan_sm90(*cfg, plan, choice.flip, dev, budget, budgeted, room, env, &lp); !s.ok()) return s;
   }
+  if (cfg->kernel == Kernel::Skinny)
+    lp.skinny_w_tiles = skinny::w_tiles(std::max(plan.params.m, plan.params.n), plan.params.batch, budget);
   *out = lp;
   return Status::success();
 }

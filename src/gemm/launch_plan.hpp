@@ -24,6 +24,7 @@ struct LaunchPlan {
   size_t pad_b_offset = 0, fixup_offset = 0;
   size_t workspace_bytes = 0;  // the whole of it (0: none)
   sm90::Launch sm90;           // config->kernel == Kernel::Sm90: how it launches (workspace unset)
+  int skinny_w_tiles = 1;      // config->kernel == Kernel::Skinny: n8 tiles of W per CTA (skinny::w_tiles)
 };
 
 // The workspace that lets the call take the plan's fastest path.

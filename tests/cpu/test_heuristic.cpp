@@ -14,6 +14,7 @@
 #include "gemm/sm80/launch.hpp"
 #include "gemm/sm90/config_shape.hpp"
 #include "gemm/sm90/launch.hpp"
+#include "gemm/skinny/skinny.hpp"
 
 // The library's internal namespace (headers under src/).
 namespace ti = tessera::gemm_impl;
@@ -789,6 +790,22 @@ TEST(Heuristic, F32OperandsTakeTheTf32Rows) {
   EXPECT_TRUE(x3.tf32x3) << x3.name;
   EXPECT_STREQ(x3.name, kSm90Small);  // the 128x64 pairs cover the promotions' drains best
   EXPECT_FALSE(ti::find_config(kSm90Large)->tf32x3);
+}
+
+// The skinny kernel's W rows per CTA: one n8 tile where the grid fits one wave (two CTAs per SM)
+// or never will, else the fewest of two or three that make it fit; batches and an SM budget count.
+TEST(SkinnyGemm, WeightTilesFitOneWave) {
+  namespace sk = ti::skinny;
+  EXPECT_EQ(sk::w_tiles(2048, 1, 132), 1);   // 256 CTAs of 8 rows: one wave already
+  EXPECT_EQ(sk::w_tiles(512, 1, 132), 1);
+  EXPECT_EQ(sk::w_tiles(4096, 1, 132), 2);   // 512 groups: 256 CTAs of 16 rows
+  EXPECT_EQ(sk::w_tiles(5632, 1, 132), 3);   // 704 groups: 235 CTAs of 24 rows
+  EXPECT_EQ(sk::w_tiles(6336, 1, 132), 3);   // 792 groups: the most three tiles fit
+  EXPECT_EQ(sk::w_tiles(6344, 1, 132), 1);   // 793: several waves anyway
+  EXPECT_EQ(sk::w_tiles(32000, 1, 132), 1);
+  EXPECT_EQ(sk::w_tiles(2048, 2, 132), 2);   // two batches of 256 groups
+  EXPECT_EQ(sk::w_tiles(5632, 1, 66), 1);    // an SM budget of 66: 235 CTAs do not fit 132 slots
+  EXPECT_EQ(sk::w_tiles(1, 1, 1), 1);
 }
 
 TEST(Sm90Epilogue, WhichDLeavesInSubTiles) {

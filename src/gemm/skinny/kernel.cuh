@@ -3,11 +3,12 @@
 // global memory into the mma.sync B fragments: no shared-memory staging, no pipeline barriers, no
 // workspace, so a CTA starts streaming at once (a decode step is dozens of such launches).
 //
-// A CTA owns 8 rows of W over the whole of K (N = 2048 weights: 256 CTAs, two per SM); its warps
-// split K into contiguous ranges, ask L2 for all of their share at entry (prefetch), keep a step of
-// loads in flight, and their partial sums meet in shared memory, added in warp order
-// (deterministic). Each
-// 32-element chunk of K feeds two m16n8k16 MMAs per m16 tile, with K permuted so that every
+// A CTA owns 8 kNT rows of W over the whole of K (N = 2048 weights, kNT = 1: 256 CTAs, two per
+// SM); its warps split K into contiguous ranges, ask L2 for all of their share at entry (prefetch),
+// keep a step of loads in flight, and their partial sums meet in shared memory, added in warp order
+// (deterministic). Every CTA reads all of X (its warps one K range each): kNT > 1 shares those
+// loads among more W rows, where X's rows would otherwise cost as much L2 traffic as W. Each
+// 32-element chunk of K feeds two m16n8k16 MMAs per (m16 tile, n8 tile), with K permuted so that every
 // fragment is one 16-byte load: thread t (lane % 4) of row g (lane / 4) loads elements 8t..8t+7 of
 // the chunk and the MMAs read them as logical k (2t, 2t+1) <- (8t, 8t+1), (2t+8, 2t+9) <- (8t+2,
 // 8t+3) in the first, (8t+4..8t+7) in the second; X is loaded with the same permutation, so every
@@ -66,45 +67,52 @@ __device__ __forceinline__ uint4 load_x(const uint16_t* p, bool in) {
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 // kMT: m16 tiles of X (rows_x <= 16 kMT); kHalf: rows_x <= 8, so the upper 8 rows of the one tile are
-// zeros that need neither loads nor registers.
-template <bool BF16, int kMT, bool kHalf>
+// zeros that need neither loads nor registers; kNT: n8 tiles of W per CTA; kUnroll: chunks per step.
+template <bool BF16, int kMT, bool kHalf, int kNT, int kUnroll>
 __global__ void __launch_bounds__(kThreads) skinny_kernel(Operands op, EpilogueParams epi) {
   static_assert(!kHalf || kMT == 1, "half a tile: one m16 tile");
-  // Chunks per step. The loads of step i + 1 are issued before the MMAs of step i (a register double
-  // buffer), so a warp always has a step in flight; left alone, the compiler interleaved each load
-  // with the MMAs that use it, one step at a time.
-  constexpr int kUnroll = kMT == 1 ? 4 : 2;
-  constexpr int kRowsX = 16 * kMT, kHalves = kHalf ? 1 : 2;
-  __shared__ float red[kWarps][kRowsX][8 + 1];  // +1: the warps' stores of one row spread over banks
+  // The loads of step i + 1 are issued before the MMAs of step i (a register double buffer), so a
+  // warp always has a step in flight; left alone, the compiler interleaved each load with the MMAs
+  // that use it, one step at a time.
+  constexpr int kRowsX = 16 * kMT, kHalves = kHalf ? 1 : 2, kRowsW = 8 * kNT;
+  __shared__ float red[kWarps][kRowsX][kRowsW + 1];  // +1: the warps' stores of one row spread over banks
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int l = blockIdx.y;
-  const int w0 = blockIdx.x * 8;
+  const int w0 = blockIdx.x * kRowsW;
   const auto* x = static_cast<const uint16_t*>(op.x) + l * op.batch_stride_x;
   const auto* w = static_cast<const uint16_t*>(op.w) + l * op.batch_stride_w;
-  const bool w_row_in = w0 + g < op.rows_w;
-  const uint16_t* w_row = w + int64_t(w_row_in ? w0 + g : 0) * op.ldw;
+  bool w_row_in[kNT];
+  const uint16_t* w_row[kNT];
+#pragma unroll
+  for (int j = 0; j < kNT; ++j) {
+    w_row_in[j] = w0 + 8 * j + g < op.rows_w;
+    w_row[j] = w + int64_t(w_row_in[j] ? w0 + 8 * j + g : 0) * op.ldw;
+  }
 
   // This warp's contiguous share of the K chunks, asked of DRAM at once: each 128-byte line of its
-  // W row (two chunks) by one of the row's four threads.
+  // W rows (two chunks) by one of the row's four threads.
   const int chunks = (op.k + kChunk - 1) / kChunk;
   const int c_begin = warp * chunks / kWarps, c_end = (warp + 1) * chunks / kWarps;
   // Under a dependent launch this runs beside the previous kernel's tail: the next kernel may launch
   // at once, and the prefetch is safe before the wait (L2 is where that kernel's writes land); the
   // loads into registers are not.
   allow_dependent_launch();
-  if (w_row_in)
-    for (int c = c_begin + 2 * t; c < c_end; c += 8) prefetch_l2(w_row + c * kChunk);
+#pragma unroll
+  for (int j = 0; j < kNT; ++j)
+    if (w_row_in[j])
+      for (int c = c_begin + 2 * t; c < c_end; c += 8) prefetch_l2(w_row[j] + c * kChunk);
   wait_for_prior_grid();
 
   struct Step {
-    uint4 w[kUnroll], x[kUnroll][kMT][kHalves];
+    uint4 w[kUnroll][kNT], x[kUnroll][kMT][kHalves];
   };
   auto load = [&](Step& st, int c) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int k0 = (c + u) * kChunk + 8 * t;
       const bool kin = c + u < c_end && k0 < op.k;  // K is a multiple of 8: a group is all in or all out
-      st.w[u] = load_w(w_row + k0, kin && w_row_in);
+#pragma unroll
+      for (int j = 0; j < kNT; ++j) st.w[u][j] = load_w(w_row[j] + k0, kin && w_row_in[j]);
 #pragma unroll
       for (int i = 0; i < kMT; ++i)
 #pragma unroll
@@ -114,15 +122,19 @@ __global__ void __launch_bounds__(kThreads) skinny_kernel(Operands op, EpilogueP
         }
     }
   };
-  float acc[kMT][4] = {};
+  float acc[kMT][kNT][4] = {};
   auto mma = [&](const Step& st) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
       for (int i = 0; i < kMT; ++i) {
-        const uint4 a = st.x[u][i][0], a8 = kHalf ? uint4{} : st.x[u][i][kHalves - 1], b = st.w[u];
-        mma16816<BF16>(acc[i], a.x, a8.x, a.y, a8.y, b.x, b.y);
-        mma16816<BF16>(acc[i], a.z, a8.z, a.w, a8.w, b.z, b.w);
+        const uint4 a = st.x[u][i][0], a8 = kHalf ? uint4{} : st.x[u][i][kHalves - 1];
+#pragma unroll
+        for (int j = 0; j < kNT; ++j) {
+          const uint4 b = st.w[u][j];
+          mma16816<BF16>(acc[i][j], a.x, a8.x, a.y, a8.y, b.x, b.y);
+          mma16816<BF16>(acc[i][j], a.z, a8.z, a.w, a8.w, b.z, b.w);
+        }
       }
   };
   Step cur, next;
@@ -138,17 +150,19 @@ __global__ void __launch_bounds__(kThreads) skinny_kernel(Operands op, EpilogueP
 #pragma unroll
   for (int i = 0; i < kMT; ++i)
 #pragma unroll
-    for (int r = 0; r < 4; ++r)
-      if (!kHalf || r < 2) red[warp][16 * i + g + 8 * (r / 2)][2 * t + r % 2] = acc[i][r];
+    for (int j = 0; j < kNT; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+        if (!kHalf || r < 2) red[warp][16 * i + g + 8 * (r / 2)][8 * j + 2 * t + r % 2] = acc[i][j][r];
   __syncthreads();
-  // Small M: D(m = X row, n = the 8 W rows). Small N: D(m = W row, n = X rows n0..n0+7).
+  // Small M: D(m = X row, n = 8 W rows from w0 + wr). Small N: D(m = W row, n = X rows xr..xr+7).
   const int rows_x = kHalf ? 8 : kRowsX;
-  const int groups = op.x_is_a ? rows_x : 8 * (rows_x / 8);
+  const int groups = op.x_is_a ? rows_x * kNT : kRowsW * (rows_x / 8);
   for (int q = threadIdx.x; q < groups; q += kThreads) {
-    const int xr = op.x_is_a ? q : 8 * (q % (rows_x / 8));  // first X row of the group
-    const int wr = op.x_is_a ? 0 : q / (rows_x / 8);        // first W row of the group
-    const int m = op.x_is_a ? xr : w0 + wr;                 // the canonical D row
-    if (m >= (op.x_is_a ? op.rows_x : op.rows_w)) continue;
+    const int xr = op.x_is_a ? q / kNT : 8 * (q % (rows_x / 8));      // first X row of the group
+    const int wr = op.x_is_a ? 8 * (q % kNT) : q / (rows_x / 8);      // first W row of the group
+    const int m = op.x_is_a ? xr : w0 + wr;                           // the canonical D row
+    if (m >= (op.x_is_a ? op.rows_x : op.rows_w) || (op.x_is_a && w0 + wr >= op.rows_w)) continue;
     float v[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
@@ -157,7 +171,7 @@ __global__ void __launch_bounds__(kThreads) skinny_kernel(Operands op, EpilogueP
       for (int k = 0; k < kWarps; ++k) s += op.x_is_a ? red[k][xr][wr + e] : red[k][xr + e][wr];
       v[e] = s;
     }
-    epilogue_row8<true>(epi, l, m, op.x_is_a ? w0 : xr, op.x_is_a ? op.rows_w : op.rows_x, v);
+    epilogue_row8<true>(epi, l, m, op.x_is_a ? w0 + wr : xr, op.x_is_a ? op.rows_w : op.rows_x, v);
   }
 }
 
