@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attention_kernel(const __grid_
     }
     for (int i = 0; i < 2; ++i) {
       EmptyBarrier::init(&smem.tickets.full[i], 1);
-      EmptyBarrier::init(&smem.tickets.empty[i], 4 * T::kConsumers);
+      EmptyBarrier::init(&smem.tickets.empty[i], 128 * T::kConsumers);  // every consumer thread (take_ticket)
     }
     cutlass::arch::fence_barrier_init();
   }

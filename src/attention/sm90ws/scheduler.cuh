@@ -35,13 +35,14 @@ __device__ __forceinline__ int publish_ticket(TicketRing& ring, int visit, int b
   return __shfl_sync(0xffffffff, block, 0);
 }
 
-// Consumer threads: the block after their `visit`-th; one arrive per consumer warp frees the entry.
+// Consumer threads: the block after their `visit`-th. Every consumer thread arrives to free the entry
+// (kernel.cuh counts 128 per consumer warpgroup), so that each read is released by its own thread's
+// arrive before the producer writes the entry again.
 __device__ __forceinline__ int take_ticket(TicketRing& ring, int visit) {
   const int i = visit % 2;
   cutlass::arch::ClusterBarrier::wait(&ring.full[i], (visit / 2) & 1);
   const int block = ring.block[i];
-  __syncwarp();
-  if (threadIdx.x % 32 == 0) cutlass::arch::ClusterBarrier::arrive(&ring.empty[i]);
+  cutlass::arch::ClusterBarrier::arrive(&ring.empty[i]);
   return block;
 }
 
