@@ -2,7 +2,8 @@
 """Checks the compiled kernels of a tessera build: a register spill is an error, and every
 tensor-core GEMM / attention kernel must contain the matrix instruction of its path (HMMA for the sm_80
 mma.sync kernels, on both the sm_80 and sm_90 SASS; HGMMA for the sm_90a TMA/WGMMA kernels; the s8
-kernels' IMMA / IGMMA and the fp8 kernels' QGMMA count as such).
+kernels' IMMA / IGMMA and the fp8 kernels' QGMMA count as such). The skinny GEMM's kernels for up to 16
+rows of X must fit two CTAs per SM (128 registers): skinny::w_tiles counts on it.
 
 Usage: scripts/check_kernels.py [path/to/libtessera.a]   (default: build/libtessera.a)
 Uses cuobjdump (CUDA toolkit); needs no GPU.
@@ -53,6 +54,10 @@ def main() -> int:
     if not kernels:
         print(f"check_kernels: no kernels found in {lib}", file=sys.stderr)
         return 1
+    # skinny_kernel<BF16, kMT = 1, ...>: 256 threads, two resident per SM (skinny.hpp kCtasPerSm).
+    for (func, karch), reg in kernels.items():
+        if re.search(r"6skinny13skinny_kernelILb[01]ELi1E", func) and reg > 128:
+            failures.append(f"skinny kernel over 128 registers (two CTAs per SM): {func} [{karch}] REG={reg}")
 
     # SASS: the matrix instruction each tensor-core kernel family must issue (mangled-name marker).
     # The warp-specialised attention family must also load by TMA (UTMALDG).

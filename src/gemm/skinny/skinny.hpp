@@ -9,7 +9,7 @@ namespace tessera::gemm_impl::skinny {
 
 constexpr int kMaxRows = 64;  // 4 m16 tiles of X
 constexpr int kWarps = 8;     // per CTA, splitting K (256 threads: two or three CTAs per SM)
-constexpr int kCtasPerSm = 2;  // resident per SM (at most 128 registers: check_kernels keeps it so)
+constexpr int kCtasPerSm = 2;  // resident per SM: at most 128 registers (scripts/check_kernels.py checks)
 constexpr int kMaxWTiles = 3;  // n8 tiles of W per CTA: a third costs registers, a fourth would spill
 
 // n8 tiles of W per CTA (kernel.cuh kNT): the fewest that fit the grid in one wave on `sms` SMs,
