@@ -6,8 +6,8 @@
 // A CTA owns 8 kNT rows of W over the whole of K (N = 2048 weights, kNT = 1: 256 CTAs, two per
 // SM); its warps split K into contiguous ranges, ask L2 for all of their share at entry (prefetch),
 // keep a step of loads in flight, and their partial sums meet in shared memory, added in warp order
-// (deterministic). Every CTA reads all of X (its warps one K range each): kNT > 1 shares those
-// loads among more W rows, where X's rows would otherwise cost as much L2 traffic as W. Each
+// (deterministic). kNT > 1 (skinny::w_tiles) fits a larger W into one wave of CTAs, each asking
+// DRAM for all of its share at entry, and shares every CTA's loads of X among more W rows. Each
 // 32-element chunk of K feeds two m16n8k16 MMAs per (m16 tile, n8 tile), with K permuted so that every
 // fragment is one 16-byte load: thread t (lane % 4) of row g (lane / 4) loads elements 8t..8t+7 of
 // the chunk and the MMAs read them as logical k (2t, 2t+1) <- (8t, 8t+1), (2t+8, 2t+9) <- (8t+2,
