@@ -236,7 +236,8 @@ Status plan_uncached(const GemmArgs& args, const ConfigChoice& req, const detail
     if (Status s = plan_sm90(*cfg, plan, choice.flip, dev, budget, budgeted, room, env, &lp); !s.ok()) return s;
   }
   if (cfg->kernel == Kernel::Skinny)
-    lp.skinny_w_tiles = skinny::w_tiles(std::max(plan.params.m, plan.params.n), plan.params.batch, budget);
+    lp.skinny_w_tiles = skinny::w_tiles(std::min(plan.params.m, plan.params.n), std::max(plan.params.m, plan.params.n),
+                                        plan.params.batch, budget);
   *out = lp;
   return Status::success();
 }

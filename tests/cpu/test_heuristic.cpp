@@ -793,19 +793,24 @@ TEST(Heuristic, F32OperandsTakeTheTf32Rows) {
 }
 
 // The skinny kernel's W rows per CTA: one n8 tile where the grid fits one wave (two CTAs per SM)
-// or never will, else the fewest of two or three that make it fit; batches and an SM budget count.
+// or never will, else the fewest of two or three that make it fit; batches and an SM budget count;
+// past 16 rows of X always one (their kernel has no other).
 TEST(SkinnyGemm, WeightTilesFitOneWave) {
   namespace sk = ti::skinny;
-  EXPECT_EQ(sk::w_tiles(2048, 1, 132), 1);   // 256 CTAs of 8 rows: one wave already
-  EXPECT_EQ(sk::w_tiles(512, 1, 132), 1);
-  EXPECT_EQ(sk::w_tiles(4096, 1, 132), 2);   // 512 groups: 256 CTAs of 16 rows
-  EXPECT_EQ(sk::w_tiles(5632, 1, 132), 3);   // 704 groups: 235 CTAs of 24 rows
-  EXPECT_EQ(sk::w_tiles(6336, 1, 132), 3);   // 792 groups: the most three tiles fit
-  EXPECT_EQ(sk::w_tiles(6344, 1, 132), 1);   // 793: several waves anyway
-  EXPECT_EQ(sk::w_tiles(32000, 1, 132), 1);
-  EXPECT_EQ(sk::w_tiles(2048, 2, 132), 2);   // two batches of 256 groups
-  EXPECT_EQ(sk::w_tiles(5632, 1, 66), 1);    // an SM budget of 66: 235 CTAs do not fit 132 slots
-  EXPECT_EQ(sk::w_tiles(1, 1, 1), 1);
+  for (int x : {1, 8, 16}) {
+    EXPECT_EQ(sk::w_tiles(x, 2048, 1, 132), 1);   // 256 CTAs of 8 rows: one wave already
+    EXPECT_EQ(sk::w_tiles(x, 512, 1, 132), 1);
+    EXPECT_EQ(sk::w_tiles(x, 4096, 1, 132), 2);   // 512 groups: 256 CTAs of 16 rows
+    EXPECT_EQ(sk::w_tiles(x, 5632, 1, 132), 3);   // 704 groups: 235 CTAs of 24 rows
+    EXPECT_EQ(sk::w_tiles(x, 6336, 1, 132), 3);   // 792 groups: the most three tiles fit
+    EXPECT_EQ(sk::w_tiles(x, 6344, 1, 132), 1);   // 793: several waves anyway
+    EXPECT_EQ(sk::w_tiles(x, 32000, 1, 132), 1);
+    EXPECT_EQ(sk::w_tiles(x, 2048, 2, 132), 2);   // two batches of 256 groups
+    EXPECT_EQ(sk::w_tiles(x, 5632, 1, 66), 1);    // an SM budget of 66: 235 CTAs do not fit 132 slots
+  }
+  EXPECT_EQ(sk::w_tiles(1, 1, 1, 1), 1);
+  EXPECT_EQ(sk::w_tiles(17, 5632, 1, 132), 1);    // past 16 rows of X: the one-tile kernel
+  EXPECT_EQ(sk::w_tiles(64, 4096, 1, 132), 1);
 }
 
 TEST(Sm90Epilogue, WhichDLeavesInSubTiles) {

@@ -36,7 +36,7 @@ cudaError_t launch_rows(const Operands& op, const EpilogueParams& epi, int batch
                         cudaStream_t stream) {
   if (op.rows_x <= 8) return launch_tiles<BF16, 1, true, 4>(op, epi, batch, w_tiles, dependent_launch, stream);
   if (op.rows_x <= 16) return launch_tiles<BF16, 1, false, 4>(op, epi, batch, w_tiles, dependent_launch, stream);
-  return launch<BF16, 4, false, 1, 2>(op, epi, batch, dependent_launch, stream);
+  return launch<BF16, 4, false, 1, 2>(op, epi, batch, dependent_launch, stream);  // w_tiles() gives 1 here
 }
 
 }  // namespace

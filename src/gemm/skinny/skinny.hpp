@@ -12,10 +12,12 @@ constexpr int kWarps = 8;     // per CTA, splitting K (256 threads: two or three
 constexpr int kCtasPerSm = 2;  // resident per SM: at most 128 registers (scripts/check_kernels.py checks)
 constexpr int kMaxWTiles = 3;  // n8 tiles of W per CTA: a third costs registers, a fourth would spill
 
-// n8 tiles of W per CTA (kernel.cuh kNT): the fewest that fit the grid in one wave on `sms` SMs,
-// where every CTA asks DRAM for all of its W at entry; a grid of several waves even so keeps one
-// (8 rows per CTA: short CTAs keep the stream steady).
-inline int w_tiles(long long rows_w, long long batch, int sms) {
+// n8 tiles of W per CTA (kernel.cuh kNT) for `rows_x` rows of X: the fewest that fit the grid in one
+// wave on `sms` SMs, where every CTA asks DRAM for all of its W at entry; a grid of several waves
+// even so keeps one (8 rows per CTA: short CTAs keep the stream steady), as do more than 16 rows of
+// X (their kernel has one tile only).
+inline int w_tiles(long long rows_x, long long rows_w, long long batch, int sms) {
+  if (rows_x > 16) return 1;
   const long long groups = (rows_w + 7) / 8, slots = (long long)kCtasPerSm * sms;
   for (int nt = 1; nt <= kMaxWTiles; ++nt)
     if ((groups + nt - 1) / nt * batch <= slots) return nt;
@@ -23,7 +25,7 @@ inline int w_tiles(long long rows_w, long long batch, int sms) {
 }
 
 // Runs D = A B^T for `p` (A/B dtype `ab_dtype`, both K-major), the smaller of M and N <= kMaxRows,
-// with `w_tiles` n8 tiles of W per CTA (w_tiles(); 1 above 16 rows of X); `dependent_launch`: a
+// with `w_tiles` n8 tiles of W per CTA (w_tiles()); `dependent_launch`: a
 // programmatic dependent launch (cc 9.x only: the kernel waits for the previous grid only where
 // compiled for sm_90).
 cudaError_t run(int ab_dtype, const GemmParams& p, int w_tiles, bool dependent_launch, cudaStream_t stream);
