@@ -161,7 +161,8 @@ const Config* select_in(Kernel family, const HeuristicInput& in) {
 // tile): each CTA writes one partial and reads one partial's worth back: a fixed cost (its L2 round
 // trips), the partial's bytes, and a little per range (the waiting warp's loads), fitted to
 // timeline probes (bench/microbench/sm90_timeline.cu --splits) from a range's mainloop end to its
-// exit (kParallelFoldFixedUs still includes the counter memset that epoch flags have since replaced).
+// exit, then raised where decode shapes (32..256 rows) ran split 1.06-1.29x slower than unsplit
+// though the model had rated the split 0.65-0.99 of it: the fold costs more than the probes saw.
 constexpr double kSmFlopsPerUs = 6.45e6;  // per SM in the mainloop at throughput 100 (~850 TFLOP/s on 132 SMs)
 constexpr double kL2BytesPerUs = 6.5e6;   // L2 -> SM, whole GPU (H100: ~90% of the ~7 TB/s ncu peak)
 // A decode shape's small operand (the activations, <= kBroadcastRows of them) is read by every
@@ -183,7 +184,7 @@ constexpr double kSmFeedBytesPerUs = 9.7e4;
 constexpr double kDramPaddedBase = 0.4;
 constexpr double kSplitKFixedUs = 10.0;
 constexpr double kSplitKPerRangeUs = 5.0;
-constexpr double kParallelFoldFixedUs = 4.0;
+constexpr double kParallelFoldFixedUs = 8.0;
 constexpr double kParallelFoldBytesPerUs = 1.6e4;  // one CTA's fp32 partial: out, and its share folded
 constexpr double kParallelFoldPerRangeUs = 0.02;
 // Stream-K: the partial wave's k-tiles are shared out evenly after the whole waves (the partial
@@ -264,6 +265,12 @@ bool shares_larger_operand(const Config& c, long long m, long long n) {
   return m >= n ? c.cluster_n > 1 : c.cluster_m > 1;
 }
 
+// Does the cluster span more tiles along a mode than the problem has (M = 64 under 64x64 pairs along
+// M)? Its spare CTAs only load and idle, which the DRAM term, binding on decode shapes, does not see.
+bool cluster_pads(const Config& c, long long m, long long n) {
+  return (m + c.bm - 1) / c.bm < c.cluster_m || (n + c.bn - 1) / c.bn < c.cluster_n;
+}
+
 // The grid's rounds (units per worker, rounded up) and the part of them that does work: units /
 // (rounds x workers), 1 when stream-K shares out the partial wave.
 struct Waves {
@@ -327,7 +334,9 @@ Selection select_sm90(const HeuristicInput& in) {
       if (best.config && !take && cost <= best_cost * (1 + kTie)) {  // a tie
         const Config& b = *best.config;
         const bool mirror = c.bm == b.bm && c.bn == b.bn && c.bk == b.bk && c.stages == b.stages;
-        take = mirror ? shares_larger_operand(c, m, n) && !shares_larger_operand(b, best_m, best_n)
+        const bool pads = cluster_pads(c, m, n), best_pads = cluster_pads(b, best_m, best_n);
+        take = mirror ? (best_pads && !pads) || (pads == best_pads && shares_larger_operand(c, m, n) &&
+                                                 !shares_larger_operand(b, best_m, best_n))
                       : waves.fill > best_waves.fill + 1e-9 && waves.rounds <= 2 * best_waves.rounds;
       }
       if (take) best = Selection{&c, flip == 1}, best_m = m, best_n = n, best_cost = cost, best_waves = waves;
@@ -391,7 +400,12 @@ Decomposition select_decomposition_uncached(const Config& c, long long m, long l
   d.splits = select_splits(c, m, n, k, batch, sm_count);
   if (c.kernel != Kernel::Sm90 || sm_count <= 0) return d;
   const double best = sm90_cost(c, m, n, k, batch, sm_count, d.splits);
-  if (c.stream_k && sm90_cost(c, m, n, k, batch, sm_count, 1, true) < kStreamKMinGain * best) d = Decomposition{1, true};
+  // Ping-pong stream-K with fewer tiles than SMs: every CTA holds one share of one tile, so one of its
+  // two consumer warpgroups works; at 256 rows it ran 1.2-1.4x slower than split-K of 128x64 pairs,
+  // which the model rated alike.
+  const bool one_share = c.pingpong && tile_count(c, m, n, batch) < sm_count;
+  if (c.stream_k && !one_share && sm90_cost(c, m, n, k, batch, sm_count, 1, true) < kStreamKMinGain * best)
+    d = Decomposition{1, true};
   return d;
 }
 

@@ -367,6 +367,37 @@ TEST(SplitK, OnlyWhenTheTilesLeaveSMsIdle) {
   EXPECT_EQ(ti::select_splits(*ti::find_config(kSmall), 128, 4096, 4096, 1, 132), 1);
 }
 
+TEST(SplitK, DecodeShapesOfModerateKRunUnsplit) {
+  // A decode step's GEMMs (x @ W^T at 32..128 tokens, K 2048..5632 over N 1024..2048): split, the
+  // ranges' fold cost more than the shorter mainloop saved (64 x 2048 x 5632: 16.0 -> 13.2 us unsplit).
+  for (long long m : {32LL, 64LL, 128LL})
+    for (const auto& nk : {std::array<long long, 2>{2048, 5632}, {2048, 2048}, {1024, 4096}}) {
+      const Config& c = pick_tma(kH100, m, nk[0], nk[1]);
+      EXPECT_EQ(ti::select_decomposition(c, m, nk[0], nk[1], 1, 132).splits, 1) << m << " " << nk[0] << " " << nk[1];
+    }
+  // Long K over few tiles still splits (64 x 1024 x 14336: 27.9 us unsplit, 19.4 in four ranges).
+  const Config& c = pick_tma(kH100, 64, 1024, 14336);
+  EXPECT_GT(ti::select_decomposition(c, 64, 1024, 14336, 1, 132).splits, 1);
+}
+
+TEST(Heuristic, DecodeTilesDoNotPadTheirCluster) {
+  // At most 64 tokens fill one 64-row tile: of the two mirror-image 64x64 pairs, the one along N
+  // (both CTAs work), not the one along M (one CTA of each pair all padding).
+  for (long long m : {17LL, 32LL, 64LL})
+    for (long long n : {512LL, 2048LL}) EXPECT_STREQ(pick_tma(kH100, m, n, 2048).name, kSm90DecodeT) << m << " " << n;
+  // From 65 tokens the pairs along M both work and share the weights again.
+  EXPECT_STREQ(pick_tma(kH100, 128, 2048, 2048).name, kSm90Decode);
+}
+
+TEST(StreamK, NotOnAPingpongCtaWithOneShare) {
+  // Fewer ping-pong tiles than SMs: each CTA would hold one share of one tile, one consumer
+  // warpgroup idle (256 x 1024 x 14336: 32.6 us streamed, 23.1 for 128x64 pairs in four ranges).
+  const Config& pp = *ti::find_config(kSm90Pingpong);
+  EXPECT_FALSE(ti::select_decomposition(pp, 256, 1024, 14336, 1, 132).stream_k);
+  EXPECT_FALSE(ti::select_decomposition(pp, 256, 2048, 8192, 1, 132).stream_k);
+  EXPECT_STRNE(pick_tma(kH100, 256, 1024, 14336).name, kSm90Pingpong);
+}
+
 TEST(SplitK, WorkspaceBoundCoversEveryDeviceUpToTheBound) {
   for (long long m : {1LL, 128LL, 1000LL, 4096LL})
     for (long long n : {64LL, 4096LL, 28672LL})
