@@ -3,7 +3,9 @@
 tensor-core GEMM / attention kernel must contain the matrix instruction of its path (HMMA for the sm_80
 mma.sync kernels, on both the sm_80 and sm_90 SASS; HGMMA for the sm_90a TMA/WGMMA kernels; the s8
 kernels' IMMA / IGMMA and the fp8 kernels' QGMMA count as such). The skinny GEMM's kernels for up to 16
-rows of X must fit two CTAs per SM (128 registers): skinny::w_tiles counts on it.
+rows of X must fit two CTAs per SM (128 registers): skinny::w_tiles counts on it. The kernels launched
+as programmatic dependent launches (the skinny GEMM, decode attention) must wait for the previous
+kernel on Hopper: their Hopper image is sm_90a (compute_90a keeps griddepcontrol) and holds ACQBULK.
 
 Usage: scripts/check_kernels.py [path/to/libtessera.a]   (default: build/libtessera.a)
 Uses cuobjdump (CUDA toolkit); needs no GPU.
@@ -76,8 +78,8 @@ def main() -> int:
         elif current:
             # The s8 (integer) and fp8 kernels' forms count as their family's matrix instruction.
             for op, family_op in (("HGMMA", "HGMMA"), ("IGMMA", "HGMMA"), ("QGMMA", "HGMMA"), ("HMMA", "HMMA"),
-                                  ("IMMA", "HMMA"), ("UTMALDG", "UTMALDG")):
-                if re.search(r"\b" + op + r"\.", line):
+                                  ("IMMA", "HMMA"), ("UTMALDG", "UTMALDG"), ("ACQBULK", "ACQBULK")):
+                if re.search(r"\b" + op + r"[.\s;]", line):
                     ops[current].add(family_op)
     tc = []
     for k in ops:
@@ -88,6 +90,15 @@ def main() -> int:
         for want in wants:
             if want not in ops[k]:
                 failures.append(f"no {want} in tensor-core kernel {k[0]} [{k[1]}]")
+    # Dependent launches (cudaLaunchAttributeProgrammaticStreamSerialization on cc 9.x): the wait.
+    dependent = [k for k in ops if re.search(r"6skinny13skinny_kernel|6decode13decode_kernel|6decode14combine_kernel", k[0])]
+    for k in dependent:
+        if k[1] == "sm_90":
+            failures.append(f"dependent-launch kernel with sm_90 SASS from compute_80 (no wait): {k[0]}")
+        elif k[1] == "sm_90a" and "ACQBULK" not in ops[k]:
+            failures.append(f"dependent-launch kernel that does not wait for the previous grid: {k[0]} [{k[1]}]")
+    if not any(k[1] == "sm_90a" for k in dependent):
+        failures.append("no sm_90a image of the skinny GEMM / decode attention kernels")
     n_sm90 = sum(1 for k in tc if "4sm9011gemm_kernel" in k[0])
     if n_sm90 == 0:
         failures.append("no sm_90a GEMM kernel found (expected the TMA/WGMMA family)")

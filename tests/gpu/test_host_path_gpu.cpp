@@ -1254,3 +1254,108 @@ TEST_F(HostPath, DecodeSplitsBackToBack) {
 }
 
 }  // namespace
+
+// ===================================================================================================
+// A kernel launched as a programmatic dependent launch must wait for the previous kernel before it
+// reads that kernel's output: the sm90 GEMM lets the next kernel launch as soon as it starts. Here an
+// sm90 GEMM writes H (poisoned before it) and the next call on the stream reads it at once: a skinny
+// GEMM (16 rows of H times a weight) and a decode attention call (H as its queries). Each chained
+// result must equal the same call run after a synchronize, bit for bit, on every repetition.
+// ===================================================================================================
+
+namespace {
+
+// x (rows x k) @ w^T, bf16, row-major D; `config` forces the kernel ("" = heuristic).
+tessera::GemmArgs linear(const void* x, const void* w, void* d, int64_t rows, int64_t n, int64_t k,
+                         const char* config = "") {
+  tessera::GemmArgs g;
+  g.a = tessera::dense(x, DType::BF16, rows, k);
+  g.b = tessera::dense(w, DType::BF16, k, n, Layout::ColMajor);  // W (n x k) row-major: op(B) = W^T, K x N
+  g.d = tessera::dense(d, DType::BF16, rows, n);
+  g.config = config;
+  return g;
+}
+
+TEST_F(HostPath, DependentLaunchWaitsForTheProducer) {
+  constexpr int64_t kRows = 64, kK = 8192, kH = 4096;  // H = X W1^T: 64 x 4096, a long-K sm90 GEMM
+  constexpr int64_t kSkinnyRows = 16, kN2 = 2048;      // Y = H[:16] W2^T: the skinny kernel
+  constexpr int64_t kHeads = 32, kHeadDim = 128, kKeys = 4096;  // H as 64 x 32 heads of 128 queries
+  static_assert(kHeads * kHeadDim == kH, "H's rows are the queries of one decode step");
+  Stream stream;
+  ASSERT_NE(stream.s, nullptr);
+  tt::DeviceBuffer x, w1, w2, h, y, kv, o;
+  ASSERT_EQ(x.alloc(kRows * kK * 2), cudaSuccess);
+  ASSERT_EQ(w1.alloc(kH * kK * 2), cudaSuccess);
+  ASSERT_EQ(w2.alloc(kN2 * kH * 2), cudaSuccess);
+  ASSERT_EQ(h.alloc(kRows * kH * 2), cudaSuccess);
+  ASSERT_EQ(y.alloc(2 * kSkinnyRows * kN2 * 2), cudaSuccess);       // chained, then after a synchronize
+  ASSERT_EQ(kv.alloc(kRows * kKeys * 8 * kHeadDim * 2), cudaSuccess);  // K and V: 8 KV heads
+  ASSERT_EQ(o.alloc(2 * kRows * kH * 2), cudaSuccess);
+  uint64_t seed = 77;
+  for (auto [b, n] : {std::pair{&x, kRows * kK}, {&w1, kH * kK}, {&w2, kN2 * kH}, {&kv, kRows * kKeys * 8 * kHeadDim}})
+    ASSERT_EQ(tt::fill_uniform(b->p, DType::BF16, 1, 1, n, n, 0, seed++, stream.s), cudaSuccess);
+  const int64_t kv_half = kRows * kKeys * 4 * kHeadDim;  // K then V, 4 KV heads each
+  tessera::AttentionArgs att;
+  att.q = h.p;
+  att.k = kv.p;
+  att.v = kv.c() + kv_half * 2;
+  att.batch = kRows;
+  att.seqlen_q = 1;
+  att.seqlen_k = kKeys;
+  att.heads_q = kHeads;
+  att.heads_kv = 4;
+  att.head_dim = kHeadDim;
+  tessera::bshd_strides(1, kHeads, kHeadDim, att.q_stride);
+  tessera::bshd_strides(kKeys, 4, kHeadDim, att.k_stride);
+  tessera::bshd_strides(kKeys, 4, kHeadDim, att.v_stride);
+  tessera::bshd_strides(1, kHeads, kHeadDim, att.o_stride);
+
+  const tessera::GemmArgs produce = linear(x.p, w1.p, h.p, kRows, kH, kK, "sm90_64x64x64_s13_c1x2_coop");
+  std::string cfg;
+  const tessera::GemmArgs consume = linear(h.p, w2.p, y.p, kSkinnyRows, kN2, kH);
+  ASSERT_TRUE(tessera::gemm_select_config(consume, &cfg).ok());
+  ASSERT_EQ(cfg.rfind("skinny", 0), 0u) << "the consumer should be the skinny kernel, got " << cfg;
+  size_t ws_bytes = 0, bytes = 0;
+  for (const tessera::GemmArgs* g : {&produce, &consume}) {
+    ASSERT_TRUE(tessera::gemm_workspace_size(*g, &bytes).ok());
+    ws_bytes = std::max(ws_bytes, bytes);
+  }
+  att.o = o.p;
+  ASSERT_TRUE(tessera::attention_workspace_size(att, &bytes).ok());
+  ws_bytes = std::max(ws_bytes, bytes);
+  tt::DeviceBuffer ws;
+  ASSERT_EQ(ws.alloc(std::max<size_t>(ws_bytes, 256)), cudaSuccess);
+
+  auto second = [&](int slot) {  // the consumers, writing output slot 0 (chained) or 1 (after a synchronize)
+    tessera::GemmArgs g = consume;
+    g.d.ptr = y.c() + slot * kSkinnyRows * kN2 * 2;
+    EXPECT_TRUE(tessera::gemm(g, stream.s, ws.p, ws.bytes).ok());
+    tessera::AttentionArgs a = att;
+    a.o = o.c() + slot * kRows * kH * 2;
+    EXPECT_TRUE(tessera::attention(a, stream.s, ws.p, ws.bytes).ok());
+  };
+  auto produce_h = [&] {
+    ASSERT_EQ(cudaMemsetAsync(h.p, 0xFF, h.bytes, stream.s), cudaSuccess);  // NaN until the GEMM writes it
+    ASSERT_TRUE(tessera::gemm(produce, stream.s, ws.p, ws.bytes).ok());
+  };
+  for (int rep = 0; rep < 8; ++rep) {
+    SCOPED_TRACE("repetition " + std::to_string(rep));
+    ASSERT_EQ(cudaMemsetAsync(y.p, 0xFF, y.bytes, stream.s), cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(o.p, 0xFF, o.bytes, stream.s), cudaSuccess);
+    produce_h();
+    second(0);  // launched right behind the producer
+    ASSERT_EQ(cudaStreamSynchronize(stream.s), cudaSuccess);
+    second(1);  // H final long before
+    ASSERT_EQ(cudaStreamSynchronize(stream.s), cudaSuccess);
+    for (auto [buf, half] : {std::pair{&y, kSkinnyRows * kN2 * 2}, {&o, kRows * kH * 2}}) {
+      std::vector<uint8_t> host(buf->bytes);
+      ASSERT_EQ(cudaMemcpy(host.data(), buf->p, buf->bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+      int64_t differ = 0;
+      for (int64_t e = 0; e < half; ++e) differ += host[e] != host[half + e];
+      EXPECT_EQ(differ, 0) << (buf == &y ? "skinny GEMM" : "decode attention")
+                           << ": bytes that differ from the same call after a synchronize";
+    }
+  }
+}
+
+}  // namespace
