@@ -16,6 +16,12 @@ namespace tessera::attn {
 // a window side reaching past every key dropped, the softcap factors.
 AttnParams params_of(const AttentionArgs& args);
 
+// Whether decode calls launch as programmatic dependent launches (decode::run's dependent_launch).
+// Off: a call launched early behind the previous one (another decode call, back to back) prefetched
+// its K and V into L2 there, evicting what that call had prefetched; back-to-back calls ran 5-11%
+// slower with it.
+constexpr bool kDecodeDependentLaunch = false;
+
 // The decode family's plan on `dev` under the call's SM budget (max_sms), given workspace_bytes of
 // workspace; false when a CTA does not fit the device's shared memory.
 bool decode_plan_on(const detail::DeviceInfo& dev, int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q,

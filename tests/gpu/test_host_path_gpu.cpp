@@ -1259,8 +1259,9 @@ TEST_F(HostPath, DecodeSplitsBackToBack) {
 // A kernel launched as a programmatic dependent launch must wait for the previous kernel before it
 // reads that kernel's output: the sm90 GEMM lets the next kernel launch as soon as it starts. Here an
 // sm90 GEMM writes H (poisoned before it) and the next call on the stream reads it at once: a skinny
-// GEMM (16 rows of H times a weight) and a decode attention call (H as its queries). Each chained
-// result must equal the same call run after a synchronize, bit for bit, on every repetition.
+// GEMM (16 rows of H times a weight; a dependent launch) and a decode attention call (H as its
+// queries; attention/entry.hpp kDecodeDependentLaunch). Each chained result must equal the same call
+// run after a synchronize, bit for bit, on every repetition.
 // ===================================================================================================
 
 namespace {
