@@ -25,9 +25,9 @@ inline int w_tiles(long long rows_x, long long rows_w, long long batch, int sms)
 }
 
 // Runs D = A B^T for `p` (A/B dtype `ab_dtype`, both K-major), the smaller of M and N <= kMaxRows,
-// with `w_tiles` n8 tiles of W per CTA (w_tiles()); `dependent_launch`: a
-// programmatic dependent launch (cc 9.x only: the kernel waits for the previous grid only where
-// compiled for sm_90).
+// with `w_tiles` n8 tiles of W per CTA (w_tiles()); `dependent_launch`: a programmatic dependent
+// launch (cc 9.x only; the kernel's Hopper SASS comes from compute_90a, which keeps its wait for the
+// previous grid: CMake tessera_dependent_kernels).
 cudaError_t run(int ab_dtype, const GemmParams& p, int w_tiles, bool dependent_launch, cudaStream_t stream);
 
 }  // namespace tessera::gemm_impl::skinny
