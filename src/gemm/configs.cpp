@@ -319,12 +319,21 @@ Selection select_sm90(const HeuristicInput& in) {
       // fp8 with promoted sums: 128x64 pairs read a third more shared memory per FLOP than 128x128,
       // which binds at fp8's rate (docs/PERF.md): they only where 128x128 tiles leave SMs idle.
       if (in.fp8_promote && c.bn <= 64 && tiles_128 >= in.sm_count) continue;
-      // 128x128 pairs relieve L2, which binds only once the tiles take more than two waves; below that the
-      // unpaired tile ran faster (fp8 and 16 bits), which the cost model's L2 term rates the other way round.
-      if (c.bm == 128 && c.bn == 128 && c.cluster_m * c.cluster_n > 1 && tiles_128 <= 2LL * in.sm_count) continue;
+      // 128x128 pairs relieve L2, which binds only once the tiles take more than two waves; in the second
+      // wave the unpaired tile ran faster (fp8 and 16 bits), which the cost model's L2 term rates the other
+      // way round. Within one wave the pairs stay: the unpaired tile and the pairs ran within 5% of each
+      // other there, and the model, whose L2 term rates the unpaired tile too slow, picks between the pairs
+      // and the rest right.
+      if (c.bm == 128 && c.bn == 128 && c.cluster_m * c.cluster_n > 1 && tiles_128 > in.sm_count &&
+          tiles_128 <= 2LL * in.sm_count)
+        continue;
       // The 64x96 decode tile only where its pairs span M (the activations, at most 128 rows): at
       // M = 256 it lost to 64x64 pairs, which the cost model rated the other way round.
       if (c.bn % 64 != 0 && m > c.bm * c.cluster_m) continue;
+      // Ping-pong with fewer tiles than SMs: each CTA holds at most one tile, so one of its two consumer
+      // warpgroups idles and the other runs alone, slower than the model's mainloop rate
+      // (4096x512x2048: 64x256 pairs 20.0 us against 14.7-16.0 for the 128x128 tiles it rated alike).
+      if (c.pingpong && tile_count(c, m, n, in.batch) < in.sm_count) continue;
       const Decomposition d =
           flip || in.s8 ? Decomposition{} : select_decomposition_uncached(c, m, n, in.k, in.batch, in.sm_count);
       const double cost = sm90_cost(c, m, n, in.k, in.batch, in.sm_count, d.splits, d.stream_k,

@@ -481,6 +481,18 @@ TEST(Heuristic, PingpongOnlyWhereTheEpilogueDominates) {
   EXPECT_STREQ(pick_tma(kH100, 16384, 128, 4096).name, kSm90Medium);
 }
 
+TEST(Heuristic, WithinOneWaveNoPingpong) {
+  // One tile per CTA: a ping-pong CTA's second consumer idles. H200, same run, 64x256 pairs against
+  // 128x128 pairs: 4096x512x2048 (a Llama K/V projection over 4096 tokens) 17.5 vs 14.5 us, 1024x2048x2048
+  // 17.0 vs 13.6, 512x4096x4096 28.8 vs 24.8, 256x5632x2048 16.2 vs 13.7; the model rates them alike, and
+  // within one wave of 128x128 tiles the pairs are no longer ruled out.
+  for (auto [m, n, k] : {std::array<long long, 3>{4096, 512, 2048}, {1024, 2048, 2048}, {512, 4096, 4096},
+                         {256, 5632, 2048}, {2048, 1024, 8192}})
+    EXPECT_STREQ(pick_tma(kH100, m, n, k).name, kSm90MediumPairs) << m << "x" << n << "x" << k;
+  // The ping-pong tile keeps the shapes of several waves whose epilogue it hides (8192 x 8192 x 512 above).
+  EXPECT_STREQ(pick_tma(kH100, 8192, 8192, 512).name, kSm90Pingpong);
+}
+
 // ---- the flipped orientation (gemm/plan.hpp) ------------------------------------------------------
 
 ti::Selection select_flip(long long m, long long n, long long k, int flip) {
