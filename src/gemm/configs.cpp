@@ -165,6 +165,10 @@ const Config* select_in(Kernel family, const HeuristicInput& in) {
 // though the model had rated the split 0.65-0.99 of it: the fold costs more than the probes saw.
 constexpr double kSmFlopsPerUs = 6.45e6;  // per SM in the mainloop at throughput 100 (~850 TFLOP/s on 132 SMs)
 constexpr double kL2BytesPerUs = 6.5e6;   // L2 -> SM, whole GPU (H100: ~90% of the ~7 TB/s ncu peak)
+// A launch of at most one wave moves its tiles out of L2 faster (128x128 tiles and 128x64 pairs over
+// 128 CTAs, docs/PERF.md): every CTA is resident from the start and their loads of the same k-tiles
+// overlap, which the steady state of several waves does not.
+constexpr double kL2OneWaveBytesPerUs = 9.5e6;
 // A decode shape's small operand (the activations, <= kBroadcastRows of them) is read by every
 // cluster at about the same k-tile, and L2 serves it faster than its bytes say: decode shapes run
 // faster than the l2 term at full weight wherever it binds, so that operand's bytes count at
@@ -246,7 +250,8 @@ double sm90_cost(const Config& c, long long m, long long n, long long k, long lo
   }
   const double wa = m <= kBroadcastRows && n > kBroadcastRows ? kBroadcastL2 : 1.0;  // see kBroadcastL2
   const double wb = n <= kBroadcastRows && m > kBroadcastRows ? kBroadcastL2 : 1.0;
-  const double l2 = double(units) * k_tiles * (wa * c.bm / c.cluster_n + wb * c.bn / c.cluster_m) * c.bk * 2.0 / kL2BytesPerUs;
+  const double l2 = double(units) * k_tiles * (wa * c.bm / c.cluster_n + wb * c.bn / c.cluster_m) * c.bk * 2.0 /
+                    (units <= sm_count ? kL2OneWaveBytesPerUs : kL2BytesPerUs);
   const double feed = iters * double(c.bm + c.bn) * c.bk * 2.0 / kSmFeedBytesPerUs;
   const double useful = double(m) * n / (double(tiles_m * c.bm) * double(tiles_n * c.bn));
   const double dram = double(m + n) * k * 2.0 * batch / (kDramBytesPerUs * (kDramPaddedBase + (1 - kDramPaddedBase) * useful));
@@ -286,26 +291,29 @@ Waves waves_of(const Config& c, const Decomposition& d, long long m, long long n
 }
 
 // The config of least cost. Of two within 0.1% (DRAM-bound decode shapes often tie exactly):
-// between mirror images (the same tile in pairs along M or along N), the one that multicasts the
-// larger operand; else the one whose last wave is fuller, unless it takes more than twice the
+// between mirror images (the same tile in pairs along M or along N) or one tile in both orientations,
+// the one that multicasts the larger operand; else the one whose last wave is fuller, unless it takes more than twice the
 // rounds; else the earlier, larger tile. The DRAM term rates such candidates alike; a fuller last
 // wave is worth a few more rounds, but past twice the rounds the small tile's extra rounds cost
 // what its fuller wave saves. Each candidate's decomposition is computed, not memoised:
 // select_config's memo covers this loop, and a pass over every config would only evict the recent
 // shapes' entries from select_decomposition's.
-// With in.flip, a decode shape (a side of at most kBroadcastRows) is also costed flipped (M and N
-// swapped: the transposed-store epilogue, data-parallel only), after the natural candidates, so a
-// tie keeps the natural orientation unless the flipped one fills its last wave better: 128x6144x4096
-// with a column-major D is 6144 x 128 here, 96 CTAs of 128x64 pairs, or flipped 128 CTAs of 64x96
-// pairs (the DRAM term ties).
+// With in.flip, a shape with a side of at most kFlipRows is also costed flipped (M and N swapped: the
+// transposed-store epilogue, data-parallel only), after the natural candidates, so a tie keeps the
+// natural orientation unless the flipped one fills its last wave better, or is the same tile whose
+// cluster then shares the larger operand: 128x6144x4096 with a column-major D is 6144 x 128 here,
+// 96 CTAs of 128x64 pairs, or flipped 128 CTAs of 64x96 pairs (the DRAM term ties); 256x4096x4096's
+// 128x64 pairs share the 256 rows of A, flipped the weights, which ran faster. With larger sides the
+// flipped tile ran slower as often as faster.
+constexpr long long kFlipRows = 512;
 Selection select_sm90(const HeuristicInput& in) {
   constexpr double kTie = 1e-3;
   Selection best;
   long long best_m = 0, best_n = 0;
   double best_cost = 0;
   Waves best_waves{0, 0.0};
-  const bool decode = std::min(in.m, in.n) <= kBroadcastRows;
-  const int first = in.flip == 2 ? 1 : 0, last = in.flip == 2 || (in.flip == 1 && decode) ? 1 : 0;
+  const bool flippable = std::min(in.m, in.n) <= kFlipRows;
+  const int first = in.flip == 2 ? 1 : 0, last = in.flip == 2 || (in.flip == 1 && flippable) ? 1 : 0;
   for (int flip = first; flip <= last; ++flip) {
     const long long m = flip ? in.n : in.m, n = flip ? in.m : in.n;
     const long long tiles_128 = ((m + 127) / 128) * ((n + 127) / 128) * in.batch;  // of 128x128, for the rules below
@@ -331,8 +339,7 @@ Selection select_sm90(const HeuristicInput& in) {
       // M = 256 it lost to 64x64 pairs, which the cost model rated the other way round.
       if (c.bn % 64 != 0 && m > c.bm * c.cluster_m) continue;
       // Ping-pong with fewer tiles than SMs: each CTA holds at most one tile, so one of its two consumer
-      // warpgroups idles and the other runs alone, slower than the model's mainloop rate
-      // (4096x512x2048: 64x256 pairs 20.0 us against 14.7-16.0 for the 128x128 tiles it rated alike).
+      // warpgroups idles and the other runs alone, slower than the model's mainloop rate.
       if (c.pingpong && tile_count(c, m, n, in.batch) < in.sm_count) continue;
       const Decomposition d =
           flip || in.s8 ? Decomposition{} : select_decomposition_uncached(c, m, n, in.k, in.batch, in.sm_count);
@@ -342,7 +349,7 @@ Selection select_sm90(const HeuristicInput& in) {
       bool take = !best.config || cost < best_cost * (1 - kTie);
       if (best.config && !take && cost <= best_cost * (1 + kTie)) {  // a tie
         const Config& b = *best.config;
-        const bool mirror = c.bm == b.bm && c.bn == b.bn && c.bk == b.bk && c.stages == b.stages;
+        const bool mirror = c.bm == b.bm && c.bn == b.bn && c.bk == b.bk && c.stages == b.stages;  // or c is b flipped
         const bool pads = cluster_pads(c, m, n), best_pads = cluster_pads(b, best_m, best_n);
         take = mirror ? (best_pads && !pads) || (pads == best_pads && shares_larger_operand(c, m, n) &&
                                                  !shares_larger_operand(b, best_m, best_n))

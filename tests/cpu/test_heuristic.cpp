@@ -556,16 +556,34 @@ TEST(Flip, TheNinetySixWideTileOnlyWhereItsPairsSpanM) {
   EXPECT_STREQ(select_flip(256, 2048, 4096, 1).config->name, kSm90Decode);
 }
 
-TEST(Flip, NeverAwayFromDecodeShapes) {
-  // Only a problem with a side of at most 128 is costed flipped (mode 1); elsewhere the answer is
+TEST(Flip, OnlyWithASideOfAtMost512) {
+  // Only a problem with a side of at most 512 is costed flipped (mode 1); elsewhere the answer is
   // the natural one whatever the mode allows.
-  for (long long m : {256LL, 1000LL, 1024LL, 3000LL, 4096LL, 8192LL})
-    for (long long n : {256LL, 1024LL, 4096LL, 6144LL, 28672LL})
+  for (long long m : {1000LL, 1024LL, 3000LL, 4096LL, 8192LL})
+    for (long long n : {1024LL, 4096LL, 6144LL, 28672LL})
       for (long long k : {512LL, 4096LL}) {
         const ti::Selection a = select_flip(m, n, k, 0), b = select_flip(m, n, k, 1);
         EXPECT_EQ(a.config, b.config) << m << "x" << n << "x" << k;
         EXPECT_FALSE(b.flip) << m << "x" << n << "x" << k;
       }
+}
+
+TEST(Flip, TheSameTileFlippedWhereItsPairsThenShareTheWeights) {
+  // 256 x 4096 x 4096: 128x64 pairs along N share the 256 rows of A; flipped, the weights (H200, same
+  // run: 16.9 against 20.9 us). The cost model rates both alike; the tie goes to the larger operand.
+  const ti::Selection s = select_flip(256, 4096, 4096, 1);
+  EXPECT_TRUE(s.flip);
+  EXPECT_STREQ(s.config->name, "sm90_128x64x64_s8_c1x2_coop");
+  EXPECT_FALSE(select_flip(256, 4096, 4096, 0).flip);
+}
+
+TEST(Heuristic, OneWaveLaunchesReadL2Faster) {
+  // At most one wave of tiles, the L2 -> SM term runs at the one-wave rate: 256 x 4096 x 11008 ran 38-44
+  // us on 128x64 pairs (flipped) or 128x128 pairs, 50.7 on the stream-K 128x256 pairs that the
+  // several-wave rate chose (H200, same run).
+  const ti::Selection s = select_flip(512, 4096, 14336, 1);
+  EXPECT_STREQ(s.config->name, kSm90MediumPairs);
+  EXPECT_STRNE(select_flip(256, 4096, 11008, 1).config->name, kSm90Large);
 }
 
 TEST(Flip, ForcedFlipsWithAConfigThatCan) {
