@@ -186,6 +186,11 @@ constexpr double kSmFeedBytesPerUs = 9.7e4;
 // divided by 0.4 + 0.6 x the useful fraction of the tile grid (N = 128: 0.7 for 256 wide, 0.8 for
 // 192).
 constexpr double kDramPaddedBase = 0.4;
+// At most this many rows of activations (more than the skinny kernel's): 64-row tiles stream the
+// weights slower the fewer rows they hold (17-32 rows against 48-64 on the same grid), and 64x256
+// ping-pong pairs along M, whose second CTA holds no rows but loads half of each weight tile, ran
+// faster than the 64x64 tiles the model chose; from 48 rows on not (docs/PERF.md).
+constexpr long long kFewRows = 32;
 constexpr double kSplitKFixedUs = 10.0;
 constexpr double kSplitKPerRangeUs = 5.0;
 constexpr double kParallelFoldFixedUs = 8.0;
@@ -253,7 +258,11 @@ double sm90_cost(const Config& c, long long m, long long n, long long k, long lo
   const double l2 = double(units) * k_tiles * (wa * c.bm / c.cluster_n + wb * c.bn / c.cluster_m) * c.bk * 2.0 /
                     (units <= sm_count ? kL2OneWaveBytesPerUs : kL2BytesPerUs);
   const double feed = iters * double(c.bm + c.bn) * c.bk * 2.0 / kSmFeedBytesPerUs;
-  const double useful = double(m) * n / (double(tiles_m * c.bm) * double(tiles_n * c.bn));
+  // The useful fraction of the tile grid. A cluster rank past the last tile along a side of at most
+  // kFewRows rows still loads its share of the multicast weights, so that padding does not slow them.
+  const bool few = std::min(m, n) <= kFewRows;
+  const long long grid_m = few ? (m + c.bm - 1) / c.bm : tiles_m, grid_n = few ? (n + c.bn - 1) / c.bn : tiles_n;
+  const double useful = double(m) * n / (double(grid_m * c.bm) * double(grid_n * c.bn));
   const double dram = double(m + n) * k * 2.0 * batch / (kDramBytesPerUs * (kDramPaddedBase + (1 - kDramPaddedBase) * useful));
   return std::max(std::max(mma, feed), std::max(l2, dram)) + fixup;
 }
@@ -340,7 +349,8 @@ Selection select_sm90(const HeuristicInput& in) {
       if (c.bn % 64 != 0 && m > c.bm * c.cluster_m) continue;
       // Ping-pong with fewer tiles than SMs: each CTA holds at most one tile, so one of its two consumer
       // warpgroups idles and the other runs alone, slower than the model's mainloop rate.
-      if (c.pingpong && tile_count(c, m, n, in.batch) < in.sm_count) continue;
+      // (At most kFewRows rows the weights' stream, not the tensor cores, sets the pace.)
+      if (c.pingpong && tile_count(c, m, n, in.batch) < in.sm_count && std::min(m, n) > kFewRows) continue;
       const Decomposition d =
           flip || in.s8 ? Decomposition{} : select_decomposition_uncached(c, m, n, in.k, in.batch, in.sm_count);
       const double cost = sm90_cost(c, m, n, in.k, in.batch, in.sm_count, d.splits, d.stream_k,

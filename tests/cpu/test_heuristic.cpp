@@ -577,6 +577,17 @@ TEST(Flip, TheSameTileFlippedWhereItsPairsThenShareTheWeights) {
   EXPECT_FALSE(select_flip(256, 4096, 4096, 0).flip);
 }
 
+TEST(Heuristic, AtMost32RowsThePingpongPairsStreamTheWeights) {
+  // 17-32 rows of activations against large weights: 64x256 ping-pong pairs along M (the second CTA
+  // holds no rows but loads half of each weight tile) ran 1.06-1.22x faster than 64x64 pairs (H100,
+  // same run: 32 x 14336 x 4096 54.3 -> 46.7 us); from 48 rows on they did not, and at 96 rows the
+  // rule that lets them in chose worse tiles.
+  for (long long m : {17LL, 24LL, 32LL})
+    for (auto [n, k] : {std::array<long long, 2>{14336, 4096}, {28672, 4096}, {32000, 2048}})
+      EXPECT_STREQ(select_flip(m, n, k, 1).config->name, kSm90Pingpong) << m << "x" << n << "x" << k;
+  for (long long m : {48LL, 64LL, 96LL}) EXPECT_STRNE(select_flip(m, 14336, 4096, 1).config->name, kSm90Pingpong) << m;
+}
+
 TEST(Heuristic, OneWaveLaunchesReadL2Faster) {
   // At most one wave of tiles, the L2 -> SM term runs at the one-wave rate: 256 x 4096 x 11008 ran 38-44
   // us on 128x64 pairs (flipped) or 128x128 pairs, 50.7 on the stream-K 128x256 pairs that the
