@@ -344,9 +344,10 @@ Selection select_sm90(const HeuristicInput& in) {
       if (c.bm == 128 && c.bn == 128 && c.cluster_m * c.cluster_n > 1 && tiles_128 > in.sm_count &&
           tiles_128 <= 2LL * in.sm_count)
         continue;
-      // The 64x96 decode tile only where its pairs span M (the activations, at most 128 rows): at
-      // M = 256 it lost to 64x64 pairs, which the cost model rated the other way round.
-      if (c.bn % 64 != 0 && m > c.bm * c.cluster_m) continue;
+      // The 64x96 decode tile only where its pairs span M (the activations, at most 128 rows) or its
+      // 96 columns divide N (flipped: 96 or 192 rows of activations): at M = 256, a third of its last
+      // column of tiles empty, it lost to 64x64 pairs, which the cost model rated the other way round.
+      if (c.bn % 64 != 0 && m > c.bm * c.cluster_m && n % c.bn != 0) continue;
       // Ping-pong with fewer tiles than SMs: each CTA holds at most one tile, so one of its two consumer
       // warpgroups idles and the other runs alone, slower than the model's mainloop rate.
       // (At most kFewRows rows the weights' stream, not the tensor cores, sets the pace.)
