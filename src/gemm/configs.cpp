@@ -261,7 +261,8 @@ double sm90_cost(const Config& c, long long m, long long n, long long k, long lo
   // The useful fraction of the tile grid. A cluster rank past the last tile along a side of at most
   // kFewRows rows still loads its share of the multicast weights, so that padding does not slow them.
   const bool few = std::min(m, n) <= kFewRows;
-  const long long grid_m = few ? (m + c.bm - 1) / c.bm : tiles_m, grid_n = few ? (n + c.bn - 1) / c.bn : tiles_n;
+  const long long grid_m = few ? (m + c.bm - 1) / c.bm : tiles_m;
+  const long long grid_n = few ? (n + c.bn - 1) / c.bn : tiles_n;
   const double useful = double(m) * n / (double(grid_m * c.bm) * double(grid_n * c.bn));
   const double dram = double(m + n) * k * 2.0 * batch / (kDramBytesPerUs * (kDramPaddedBase + (1 - kDramPaddedBase) * useful));
   return std::max(std::max(mma, feed), std::max(l2, dram)) + fixup;
@@ -300,11 +301,11 @@ Waves waves_of(const Config& c, const Decomposition& d, long long m, long long n
 }
 
 // The config of least cost. Of two within 0.1% (DRAM-bound decode shapes often tie exactly):
-// between mirror images (the same tile in pairs along M or along N) or one tile in both orientations,
-// the one that multicasts the larger operand; else the one whose last wave is fuller, unless it takes more than twice the
-// rounds; else the earlier, larger tile. The DRAM term rates such candidates alike; a fuller last
-// wave is worth a few more rounds, but past twice the rounds the small tile's extra rounds cost
-// what its fuller wave saves. Each candidate's decomposition is computed, not memoised:
+// between mirror images (the same tile in pairs along M or along N) or one tile in both
+// orientations, the one that multicasts the larger operand; else the one whose last wave is fuller,
+// unless it takes more than twice the rounds; else the earlier, larger tile. The DRAM term rates
+// such candidates alike; a fuller last wave is worth a few more rounds, but past twice the rounds
+// the small tile's extra rounds cost what its fuller wave saves. Each candidate's decomposition is computed, not memoised:
 // select_config's memo covers this loop, and a pass over every config would only evict the recent
 // shapes' entries from select_decomposition's.
 // With in.flip, a shape with a side of at most kFlipRows is also costed flipped (M and N swapped: the
