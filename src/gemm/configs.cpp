@@ -258,12 +258,10 @@ double sm90_cost(const Config& c, long long m, long long n, long long k, long lo
   const double l2 = double(units) * k_tiles * (wa * c.bm / c.cluster_n + wb * c.bn / c.cluster_m) * c.bk * 2.0 /
                     (units <= sm_count ? kL2OneWaveBytesPerUs : kL2BytesPerUs);
   const double feed = iters * double(c.bm + c.bn) * c.bk * 2.0 / kSmFeedBytesPerUs;
-  // The useful fraction of the tile grid. A cluster rank past the last tile along a side of at most
-  // kFewRows rows still loads its share of the multicast weights, so that padding does not slow them.
-  const bool few = std::min(m, n) <= kFewRows;
-  const long long grid_m = few ? (m + c.bm - 1) / c.bm : tiles_m;
-  const long long grid_n = few ? (n + c.bn - 1) / c.bn : tiles_n;
-  const double useful = double(m) * n / (double(grid_m * c.bm) * double(grid_n * c.bn));
+  // The useful fraction of the tile grid. Along a side of at most kFewRows rows a cluster rank past
+  // the last tile still loads its share of the multicast weights: only the tiles' own padding counts.
+  const long long grid = std::min(m, n) <= kFewRows ? tile_count(c, m, n, 1) : tiles_m * tiles_n;
+  const double useful = double(m) * n / (double(grid) * c.bm * c.bn);
   const double dram = double(m + n) * k * 2.0 * batch / (kDramBytesPerUs * (kDramPaddedBase + (1 - kDramPaddedBase) * useful));
   return std::max(std::max(mma, feed), std::max(l2, dram)) + fixup;
 }
@@ -305,9 +303,9 @@ Waves waves_of(const Config& c, const Decomposition& d, long long m, long long n
 // orientations, the one that multicasts the larger operand; else the one whose last wave is fuller,
 // unless it takes more than twice the rounds; else the earlier, larger tile. The DRAM term rates
 // such candidates alike; a fuller last wave is worth a few more rounds, but past twice the rounds
-// the small tile's extra rounds cost what its fuller wave saves. Each candidate's decomposition is computed, not memoised:
-// select_config's memo covers this loop, and a pass over every config would only evict the recent
-// shapes' entries from select_decomposition's.
+// the small tile's extra rounds cost what its fuller wave saves. Each candidate's decomposition is
+// computed, not memoised: select_config's memo covers this loop, and a pass over every config would
+// only evict the recent shapes' entries from select_decomposition's.
 // With in.flip, a shape with a side of at most kFlipRows is also costed flipped (M and N swapped: the
 // transposed-store epilogue, data-parallel only), after the natural candidates, so a tie keeps the
 // natural orientation unless the flipped one fills its last wave better, or is the same tile whose
