@@ -367,7 +367,7 @@ Status attention(const AttentionArgs& args, void* stream, void* workspace, size_
     attn::decode::Plan dp;
     if (attn::decode_plan(args, p, dev, workspace_bytes, &dp)) {
       const cudaError_t e = attn::decode::run(int(args.head_dim), args.dtype == DType::BF16, p, dp, workspace,
-                                              args.max_sms, attn::kDecodeDependentLaunch && dev.cc_major == 9,
+                                              args.max_sms, attn::decode_dependent_launch(dev),
                                               static_cast<cudaStream_t>(stream));
       if (e != cudaSuccess) return detail::fail(TESSERA_STATUS_CUDA_ERROR, std::string("decode attention: ") + cudaGetErrorString(e));
       return Status::success();

@@ -16,11 +16,15 @@ namespace tessera::attn {
 // a window side reaching past every key dropped, the softcap factors.
 AttnParams params_of(const AttentionArgs& args);
 
-// Whether decode calls launch as programmatic dependent launches (decode::run's dependent_launch).
+// Whether decode calls launch as programmatic dependent launches (decode::run's dependent_launch;
+// decode_dependent_launch: on this device, cc 9.x only).
 // Off: a call launched early behind the previous one (another decode call, back to back) prefetched
 // its K and V into L2 there, evicting what that call had prefetched; back-to-back calls ran 5-11%
 // slower with it.
 constexpr bool kDecodeDependentLaunch = false;
+inline bool decode_dependent_launch(const detail::DeviceInfo& dev) {
+  return kDecodeDependentLaunch && dev.cc_major == 9;
+}
 
 // The decode family's plan on `dev` under the call's SM budget (max_sms), given workspace_bytes of
 // workspace; false when a CTA does not fit the device's shared memory.

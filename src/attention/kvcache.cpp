@@ -196,8 +196,7 @@ Status attention_with_kvcache(const KvCacheArgs& args, void* stream_ptr, void* w
     cache.page_size = int(args.page_size);
     cache.num_pages = int(args.num_pages);
     const cudaError_t e = attn::decode::run(int(args.head_dim), args.dtype == DType::BF16, p, pl, workspace,
-                                            args.max_sms, attn::kDecodeDependentLaunch && dev.cc_major == 9, stream,
-                                            &cache);
+                                            args.max_sms, attn::decode_dependent_launch(dev), stream, &cache);
     if (e != cudaSuccess)
       return detail::fail(TESSERA_STATUS_CUDA_ERROR, std::string("attention_with_kvcache: ") + cudaGetErrorString(e));
     return Status::success();
