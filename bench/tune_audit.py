@@ -20,10 +20,11 @@ import os
 import subprocess
 import sys
 
-# Weight shapes (N x K) of Llama-class models: a 1B test model, Llama-2/3 7-8B, 70B, their lm_heads.
-WEIGHTS = [(512, 2048), (2048, 2048), (5632, 2048), (2048, 5632), (32000, 2048), (4096, 4096), (1024, 4096),
-           (14336, 4096), (4096, 14336), (11008, 4096), (4096, 11008), (8192, 8192), (1024, 8192), (28672, 8192),
-           (8192, 28672), (128256, 4096)]
+from decode_gemm import LLAMA_NK  # the Llama client's weights (the 1B test model and its lm_head)
+
+# Weight shapes (N x K): the client's, then Llama-2/3 7-8B, 70B and Llama 3's lm_head.
+WEIGHTS = LLAMA_NK + [(4096, 4096), (1024, 4096), (14336, 4096), (4096, 14336), (11008, 4096), (4096, 11008),
+                      (8192, 8192), (1024, 8192), (28672, 8192), (8192, 28672), (128256, 4096)]
 # Squares, ragged and batched problems (M, N, K, batch).
 OTHERS = [(1000, 1000, 1000, 1), (3000, 3000, 3000, 1), (1536, 1536, 1536, 1), (768, 3072, 768, 1),
           (197, 768, 3072, 1), (2500, 5000, 3000, 1), (333, 4444, 5555, 1), (1024, 1024, 128, 8),
