@@ -92,36 +92,47 @@ def time_ms(torch, fn, sets, iters, warmup):
     return statistics.median(s.elapsed_time(e) for s, e in zip(start, end))
 
 
-def single_call_ms(torch, fn, sets, iters, warmup):
-    """Median milliseconds of one call issued onto an idle GPU: the stream is drained before each call, so
-    the host's launch cost is inside the events, as in an eager step that waits on its result."""
+def single_call_ms(torch, fns, sets, iters, warmup):
+    """Median milliseconds of one call issued onto an idle GPU, per function of `fns`: the stream is
+    drained before each call, so the host's launch cost is inside the events, as in an eager step that
+    waits on its result. The functions alternate call by call, so that all see the same clock, power
+    and host history (a single call's time drifts by 5-15% over a run, which timed one library's calls
+    and then the other's ranked them by their turn)."""
     for i in range(warmup):
-        fn(sets[i % len(sets)])
-    start = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    end = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    for i in range(iters):
-        torch.cuda.synchronize()
-        start[i].record()
-        fn(sets[i % len(sets)])
-        end[i].record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(start, end))
-
-
-def back_to_back_ms(torch, fn, sets, calls, reps=3):
-    """Milliseconds per call of `calls` calls queued back to back between two events (median of `reps`)."""
-    fn(sets[0])
-    per_call = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        for i in range(calls):
+        for fn in fns:
             fn(sets[i % len(sets)])
-        end.record()
-        torch.cuda.synchronize()
-        per_call.append(start.elapsed_time(end) / calls)
-    return statistics.median(per_call)
+    times = [[] for _ in fns]
+    for i in range(iters):
+        order = range(len(fns)) if i % 2 == 0 else reversed(range(len(fns)))  # neither always goes first
+        for j in order:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            start.record()
+            fns[j](sets[i % len(sets)])
+            end.record()
+            torch.cuda.synchronize()
+            times[j].append(start.elapsed_time(end))
+    return [statistics.median(t) for t in times]
+
+
+def back_to_back_ms(torch, fns, sets, calls, reps=3):
+    """Milliseconds per call of `calls` calls queued back to back between two events (median of `reps`),
+    per function of `fns`, their repetitions alternating."""
+    for fn in fns:
+        fn(sets[0])
+    per_call = [[] for _ in fns]
+    for r in range(reps):
+        order = range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))
+        for j in order:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            start.record()
+            for i in range(calls):
+                fns[j](sets[i % len(sets)])
+            end.record()
+            torch.cuda.synchronize()
+            per_call[j].append(start.elapsed_time(end) / calls)
+    return [statistics.median(t) for t in per_call]
 
 
 def host_us(torch, fn, sets, calls):
@@ -189,10 +200,12 @@ def user_call_row(torch, tessera, args, dtype, m, n, k, kernel_ms):
     make = lambda: (torch.randn(m, k, device="cuda", dtype=dtype), torch.randn(n, k, device="cuda", dtype=dtype).t())
     sets = [make() for _ in range(n_sets(torch, (m * k + k * n) * 2))]
     calls = max(5, min(args.b2b_calls, int(50.0 / max(kernel_ms, 1e-3))))  # ~50 ms of GPU work per repetition
+    keys, fns = ("tessera", "torch"), (lambda ab: tessera.matmul(*ab), lambda ab: torch.matmul(*ab))
     row = {}
-    for key, fn in (("tessera", lambda ab: tessera.matmul(*ab)), ("torch", lambda ab: torch.matmul(*ab))):
-        row[f"{key}_eager_us"] = 1e3 * single_call_ms(torch, fn, sets, args.eager_calls, args.warmup)
-        row[f"{key}_b2b_us"] = 1e3 * back_to_back_ms(torch, fn, sets, calls)
+    for key, ms in zip(keys, single_call_ms(torch, fns, sets, args.eager_calls, args.warmup)):
+        row[f"{key}_eager_us"] = 1e3 * ms
+    for key, ms in zip(keys, back_to_back_ms(torch, fns, sets, calls)):
+        row[f"{key}_b2b_us"] = 1e3 * ms
     row["eager_ratio"] = row["torch_eager_us"] / row["tessera_eager_us"]
     row["b2b_ratio"] = row["torch_b2b_us"] / row["tessera_b2b_us"]
     return row
@@ -207,8 +220,9 @@ def run_host_overhead(torch, tessera, args, dtype):
         row[f"{key}_wall_us"], row[f"{key}_cpu_us"] = host_us(torch, fn, sets, args.host_calls)
     # GPU time per call of the same back-to-back loop: equal to the host's wall time where the host is
     # the bottleneck (as intended here), above it where the GPU is.
-    for key, fn in (("tessera", lambda ab: tessera.matmul(*ab)), ("torch", lambda ab: torch.matmul(*ab))):
-        row[f"{key}_b2b_us"] = 1e3 * back_to_back_ms(torch, fn, sets, args.host_calls)
+    fns = (lambda ab: tessera.matmul(*ab), lambda ab: torch.matmul(*ab))
+    for key, ms in zip(("tessera", "torch"), back_to_back_ms(torch, fns, sets, args.host_calls)):
+        row[f"{key}_b2b_us"] = 1e3 * ms
     return row
 
 
