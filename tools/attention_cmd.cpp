@@ -175,7 +175,7 @@ struct AttentionVerify {
 // The references from `in`, then O and LSE poisoned (guards filled), one tessera run, the
 // comparison and the guards.
 AttentionVerify verify_attention(const AttentionProblem& p, const AttentionInputs& in, GuardedBuffer& o,
-                                 GuardedBuffer& lse, cudaStream_t stream) {
+                                 GuardedBuffer& lse, const DeviceBuffer& workspace, cudaStream_t stream) {
   const tessera::AttentionArgs args = p.args(in.q.get(), in.k.get(), in.v.get(), o.data(), static_cast<float*>(lse.data()));
   DeviceBuffer o32(p.q_elements() * sizeof(float)), olow(p.q_elements() * sizeof(float)),
       lse32(p.lse_rows() * sizeof(float));
@@ -185,7 +185,7 @@ AttentionVerify verify_attention(const AttentionProblem& p, const AttentionInput
     b->fill_guards(stream);
     b->poison(stream);
   }
-  check_tessera(tessera::attention(args, stream), "tessera::attention");
+  check_tessera(tessera::attention(args, stream, workspace.get(), workspace.bytes()), "tessera::attention");
   CLI_CUDA_CHECK(cudaStreamSynchronize(stream));
 
   AttentionVerify r;
@@ -347,14 +347,20 @@ int run_attention(const std::vector<std::string>& args) {
   report.input_sets = int(sets.size());
   report.set_bytes = set_bytes;
 
+  // The workspace the library asks for, as a user's call would pass it: decode-shaped calls split
+  // the keys over the SMs only with one (without, one CTA per (batch, KV head, row tile) walks them all).
+  size_t workspace_bytes = 0;
+  check_tessera(tessera::attention_workspace_size(tessera_args[0], &workspace_bytes), "tessera::attention_workspace_size");
+  DeviceBuffer workspace(workspace_bytes);
   const Launch launch = [&](int64_t i) {
-    check_tessera(tessera::attention(tessera_args[size_t(i) % tessera_args.size()], stream.get()),
+    check_tessera(tessera::attention(tessera_args[size_t(i) % tessera_args.size()], stream.get(), workspace.get(),
+                                     workspace_bytes),
                   "tessera::attention");
   };
   // tessera's argument errors surface here, before anything is timed.
   launch(0);
   CLI_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-  if (settings.verify) report.verify = verify_attention(p, sets[0], o, lse, stream.get());
+  if (settings.verify) report.verify = verify_attention(p, sets[0], o, lse, workspace, stream.get());
 
   TimingConfig timing = settings.timing;
   timing.launches_per_sample = launches_per_sample_for(estimate_launch_ms(launch, stream.get()));
