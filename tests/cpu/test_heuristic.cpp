@@ -895,6 +895,39 @@ TEST(SkinnyGemm, WeightTilesFitOneWave) {
   EXPECT_EQ(sk::w_tiles(64, 4096, 1, 132), 1);
 }
 
+// Decode shapes go to the skinny kernel, except 9-16 rows of X on Hopper against more weight rows
+// than its grid covers in one wave (~6300 on 132 SMs): the sm90 tiles there, in either orientation.
+TEST(Heuristic, NineToSixteenRowsLeaveTheSkinnyKernelPastOneWave) {
+  auto skinny_input = [](const Device& d, long long m, long long n, long long k, long long batch = 1) {
+    HeuristicInput in{m, n, k, batch, d.sm_count, d.cc, d.smem_optin, true};
+    in.skinny_ok = true;
+    return in;
+  };
+  const std::string skinny = ti::skinny_config().name;
+  for (long long x : {1LL, 2LL, 8LL, 9LL, 16LL})
+    for (long long w : {512LL, 2048LL, 5632LL, 6336LL}) {  // one wave at 3 n8 tiles a CTA
+      EXPECT_EQ(skinny, select_config(skinny_input(kH100, x, w, 2048)).name) << x << " x " << w;
+      EXPECT_EQ(skinny, select_config(skinny_input(kH100, w, x, 2048)).name) << w << " x " << x;
+    }
+  for (long long x : {9LL, 12LL, 16LL})
+    for (long long w : {6344LL, 11008LL, 14336LL, 32000LL, 128256LL}) {
+      EXPECT_EQ(select_config(skinny_input(kH100, x, w, 4096)).kernel, Kernel::Sm90) << x << " x " << w;
+      EXPECT_EQ(select_config(skinny_input(kH100, w, x, 4096)).kernel, Kernel::Sm90) << w << " x " << x;
+    }
+  for (long long x : {1LL, 8LL})  // up to 8 rows the skinny kernel stays ahead at any width
+    EXPECT_EQ(skinny, select_config(skinny_input(kH100, x, 32000, 2048)).name) << x;
+  EXPECT_EQ(skinny, select_config(skinny_input(kH100, 16, 32000, 2048, 2)).name);  // batches: not measured
+  EXPECT_EQ(skinny, select_config(skinny_input(kA100, 16, 32000, 2048)).name);     // no sm90 tiles there
+  HeuristicInput no_tma = skinny_input(kH100, 16, 32000, 2048);
+  no_tma.tma_ok = false;
+  EXPECT_EQ(skinny, select_config(no_tma).name);
+  namespace sk = ti::skinny;
+  EXPECT_TRUE(sk::fits_one_wave(6336, 1, 132));
+  EXPECT_FALSE(sk::fits_one_wave(6344, 1, 132));
+  EXPECT_FALSE(sk::fits_one_wave(5632, 1, 66));  // an SM budget counts
+  EXPECT_FALSE(sk::fits_one_wave(2048, 4, 132));
+}
+
 TEST(Sm90Epilogue, WhichDLeavesInSubTiles) {
   namespace s9 = ti::sm90;
   ti::EpilogueParams e;

@@ -24,6 +24,13 @@ inline int w_tiles(long long rows_x, long long rows_w, long long batch, int sms)
   return 1;
 }
 
+// Whether `rows_w` weight rows (x batch) fit one wave of CTAs (kCtasPerSm per SM) at kMaxWTiles n8
+// tiles each: about 6300 rows on 132 SMs.
+inline bool fits_one_wave(long long rows_w, long long batch, int sms) {
+  const long long groups = (rows_w + 7) / 8;
+  return (groups + kMaxWTiles - 1) / kMaxWTiles * batch <= (long long)kCtasPerSm * sms;
+}
+
 // Runs D = A B^T for `p` (A/B dtype `ab_dtype`, both K-major), the smaller of M and N <= kMaxRows,
 // with `w_tiles` n8 tiles of W per CTA (w_tiles()); `dependent_launch`: a programmatic dependent
 // launch (cc 9.x only; the kernel's Hopper SASS comes from compute_90a, which keeps its wait for the
