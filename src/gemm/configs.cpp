@@ -372,11 +372,9 @@ Selection select_sm90(const HeuristicInput& in) {
 }
 
 // The skinny kernel for decode shapes, except at 9-16 rows on Hopper where its grid takes more than
-// one wave: those rows fill its m16 tile of X (twice the fragments of up to 8), and the sm90 tiles
-// stream weights of 11008-128256 rows 8-20% faster there, while at 8 rows the skinny kernel stays
-// ahead (H100, every config: 16 x 11008 x 4096 38.2 vs 44.3 us, 16 x 32000 x 2048 51.9 vs 57.9,
-// 8 x 32000 x 2048 52.1 vs 48.8; at 5632 rows, one wave, 11.3 vs 12.1). Batches keep the skinny
-// kernel (not measured).
+// one wave: those rows fill its m16 tile of X (twice the fragments of up to 8), and there the sm90
+// tiles stream the weights faster; up to 8 rows, or within one wave, the skinny kernel stays ahead
+// (docs/PERF.md, "9-16 rows past one skinny wave"). Batches keep the skinny kernel (not measured).
 bool takes_skinny(const HeuristicInput& in) {
   if (!skinny_runs(in, kSkinnyAutoRows) || in.cc < 80 || in.f32 || in.s8 || in.fp8) return false;
   const long long rows_x = std::min(in.m, in.n), rows_w = std::max(in.m, in.n);

@@ -12,23 +12,22 @@ constexpr int kWarps = 8;     // per CTA, splitting K (256 threads: two or three
 constexpr int kCtasPerSm = 2;  // resident per SM: at most 128 registers (scripts/check_kernels.py checks)
 constexpr int kMaxWTiles = 3;  // n8 tiles of W per CTA: a third costs registers, a fourth would spill
 
+// Whether `rows_w` weight rows (x batch) fit one wave of CTAs (kCtasPerSm per SM) at `tiles` n8
+// tiles of W each (by default the most: about 6300 rows on 132 SMs).
+inline bool fits_one_wave(long long rows_w, long long batch, int sms, int tiles = kMaxWTiles) {
+  const long long groups = (rows_w + 7) / 8;
+  return (groups + tiles - 1) / tiles * batch <= (long long)kCtasPerSm * sms;
+}
+
 // n8 tiles of W per CTA (kernel.cuh kNT) for `rows_x` rows of X: the fewest that fit the grid in one
 // wave on `sms` SMs, where every CTA asks DRAM for all of its W at entry; a grid of several waves
 // even so keeps one (8 rows per CTA: short CTAs keep the stream steady), as do more than 16 rows of
 // X (their kernel has one tile only).
 inline int w_tiles(long long rows_x, long long rows_w, long long batch, int sms) {
   if (rows_x > 16) return 1;
-  const long long groups = (rows_w + 7) / 8, slots = (long long)kCtasPerSm * sms;
   for (int nt = 1; nt <= kMaxWTiles; ++nt)
-    if ((groups + nt - 1) / nt * batch <= slots) return nt;
+    if (fits_one_wave(rows_w, batch, sms, nt)) return nt;
   return 1;
-}
-
-// Whether `rows_w` weight rows (x batch) fit one wave of CTAs (kCtasPerSm per SM) at kMaxWTiles n8
-// tiles each: about 6300 rows on 132 SMs.
-inline bool fits_one_wave(long long rows_w, long long batch, int sms) {
-  const long long groups = (rows_w + 7) / 8;
-  return (groups + kMaxWTiles - 1) / kMaxWTiles * batch <= (long long)kCtasPerSm * sms;
 }
 
 // Runs D = A B^T for `p` (A/B dtype `ab_dtype`, both K-major), the smaller of M and N <= kMaxRows,
