@@ -969,6 +969,38 @@ TEST(DecodePlan, AWaveIsOneCtaPerSmForOneRowTileAtD128) {
   EXPECT_EQ(tiles.splits, 8);
 }
 
+TEST(DecodePlan, SeveralRowTilesShareACtaUpToD128) {
+  // Sq 4 x 8 query heads per KV head: 32 packed rows, two tiles, both in one CTA (each K/V block
+  // read once for both), the one-tile wave: one CTA per SM at d = 128, 132 / 64 units = 2 splits.
+  const dec::Plan p = dec::make_plan(8, 4, 32768, 64, 8, 128, 132, 4, SIZE_MAX);
+  EXPECT_EQ(p.row_tiles, 2);
+  EXPECT_EQ(p.tiles_per_cta, 2);
+  EXPECT_EQ(p.splits, 2);
+  EXPECT_EQ(p.ctas, 8 * 8 * p.splits);
+  EXPECT_EQ(p.workspace_bytes, dec::workspace_bytes(8, 8, 2, p.splits, 128));  // still per row tile
+  // d = 256 keeps a tile per CTA (and the every-slot wave of several one-tile CTAs).
+  const dec::Plan q = dec::make_plan(8, 4, 32768, 64, 8, 256, 132, 1, SIZE_MAX);
+  EXPECT_EQ(q.tiles_per_cta, 1);
+  EXPECT_EQ(q.ctas, 8 * 8 * 2 * q.splits);
+  // Three tiles (Sq 3 x 16 query heads per KV head: 48 rows): a CTA each, every CTA slot in the wave;
+  // one row tile: one CTA of it.
+  const dec::Plan r = dec::make_plan(1, 3, 4096, 16, 1, 64, 132, 4, SIZE_MAX);
+  EXPECT_EQ(r.row_tiles, 3);
+  EXPECT_EQ(r.tiles_per_cta, 1);
+  EXPECT_EQ(r.ctas, 3 * r.splits);
+  EXPECT_EQ(dec::make_plan(1, 1, 4096, 16, 1, 64, 132, 4, SIZE_MAX).tiles_per_cta, 1);
+  EXPECT_EQ(dec::tiles_per_cta(64, 1), 1);
+  EXPECT_EQ(dec::tiles_per_cta(96, 2), dec::kMaxTilesPerCta);
+  EXPECT_EQ(dec::tiles_per_cta(128, 3), 1);
+  EXPECT_EQ(dec::tiles_per_cta(256, 2), 1);
+  // The wave: a d = 64 CTA of two tiles fits twice an SM, as the ring rule asks of one-tile CTAs
+  // (B8 8k: 64 units x 4 splits); the SM holds half as many of them (4 -> 2 here).
+  const dec::Plan w = dec::make_plan(8, 4, 8192, 64, 8, 64, 132, 4, SIZE_MAX);
+  EXPECT_EQ(w.splits, 4);
+  EXPECT_EQ(dec::make_plan(8, 4, 8192, 64, 8, 64, 132, 2, SIZE_MAX).splits, 2);
+  EXPECT_EQ(dec::smem_bytes(128, 2), dec::smem_bytes(128) + dec::kRows * 128 * 2);  // Q per tile
+}
+
 TEST(DecodePlan, TwoCtasPerSmAtD64WhereSplitsStayLong) {
   // B8, 8k keys, d64: 64 (batch, KV head) units, two CTAs per SM: 264 / 64 = 4 splits of 128 blocks.
   const dec::Plan b8 = dec::make_plan(8, 1, 8192, 32, 8, 64, 132, 4, SIZE_MAX);

@@ -34,21 +34,36 @@ constexpr int kWaveBytesInFlight = 64 * 1024;
 // shorter splits cost more in their ramp-up and merge than the bytes in flight gain.
 constexpr int kMinBlocksPerWarpExtraCtas = 8;
 
-// Shared memory of a CTA at head dim d: per warp, a ring of `stages` K and V blocks; Q once.
-constexpr int stages_for(int d) { return d > 128 ? 2 : 3; }
-constexpr int smem_bytes(int d) { return (kWarps * stages_for(d) * 2 * kBlockN + kRows) * d * 2; }
-// K/V bytes a CTA keeps in flight: every warp's ring but the block it works on.
-constexpr int bytes_in_flight(int d) { return kWarps * (stages_for(d) - 1) * 2 * kBlockN * d * 2; }
+// Row tiles per CTA: one, or both where a (batch, KV head) has exactly two (Sq > 1 with GQA: 17-32
+// packed rows) at d <= 128. The two tiles' warps walk the same keys through the same rings (warp w
+// of each on ring w), so a K/V block leaves L2 once for both: as separate CTAs each tile read it
+// again, and L2 -> SM traffic rather than HBM bounded such calls. More tiles stay one a CTA: CTAs of
+// two tiles that still shared a (batch, KV head) ran slower there (the CTA meets once a block, and
+// holds half the rings a pair of one-tile CTAs keeps in flight); four tiles a CTA gained nothing;
+// d = 256 has no registers or merge area for a second tile.
+constexpr int kMaxTilesPerCta = 2;
+constexpr int tiles_per_cta(int d, int row_tiles) {
+  return row_tiles == kMaxTilesPerCta && d <= 128 ? kMaxTilesPerCta : 1;
+}
 
+// Shared memory of a CTA at head dim d: Q per tile, then per walking warp a ring of `stages` K and V
+// blocks (which the tiles' merge areas overlay after the walk, kernel.cuh).
+constexpr int stages_for(int d) { return d > 128 ? 2 : 3; }
+constexpr int smem_bytes(int d, int tiles = 1) {
+  return (kWarps * stages_for(d) * 2 * kBlockN + kRows * tiles) * d * 2;
+}
+// K/V bytes a CTA keeps in flight: every ring but the block its warps work on.
+constexpr int bytes_in_flight(int d) { return kWarps * (stages_for(d) - 1) * 2 * kBlockN * d * 2; }
 // How a call is cut into CTAs.
 struct Plan {
   int group = 1;             // query heads per KV head
   int rows = 1;              // packed query rows per (batch, KV head): seqlen_q * group
   int row_tiles = 1;         // ceil(rows / kRows)
+  int tiles_per_cta = 1;     // row tiles a CTA takes (tiles_per_cta())
   int key_block0 = 0;        // the first key block any row sees (a left window skips the ones before)
   int splits = 1;            // key ranges per (batch, KV head, row tile), from key_block0 on
   int blocks_per_split = 1;  // key blocks (kBlockN keys) per split
-  int64_t ctas = 0;          // batch * heads_kv * row_tiles * splits
+  int64_t ctas = 0;          // batch * heads_kv * ceil(row_tiles / tiles_per_cta) * splits
   size_t workspace_bytes = 0;  // what `splits` needs (0 when 1)
 };
 
@@ -57,13 +72,14 @@ size_t workspace_bytes(int64_t batch, int64_t heads_kv, int row_tiles, int split
 
 // The plan for a problem on `sms` SMs (the SM budget where one is set) holding `ctas_per_sm` CTAs
 // each, given `workspace_bytes` of workspace (SIZE_MAX: as much as the plan wants): when batch x KV
-// heads x row tiles cannot fill a wave, as many splits as keep every CTA in that first wave (a
-// second, partial wave of memory-bound CTAs costs more than one split fewer), each split at least
-// kMinBlocksPerWarp key blocks per warp, and no more splits than the workspace holds. A wave
-// (wave_ctas_per_sm) is every CTA slot for several row tiles; for one, as many CTAs per SM as keep
-// kWaveBytesInFlight of K/V in flight (one from d = 96 up, two at d = 64), the extra ones only where
-// each warp still walks kMinBlocksPerWarpExtraCtas blocks. Contiguous and paged caches alike: more
-// CTAs than that did not hide the pages' scattered reads, fewer and longer splits did as well.
+// heads x row tiles (tiles_per_cta to a CTA) cannot fill a wave, as many splits as keep every CTA in
+// that first wave (a second, partial wave of memory-bound CTAs costs more than one split fewer), each
+// split at least kMinBlocksPerWarp key blocks per warp, and no more splits than the workspace holds.
+// A wave (wave_ctas_per_sm) is every CTA slot where several one-tile CTAs share a (batch, KV head);
+// else as many CTAs per SM as keep kWaveBytesInFlight of K/V in flight (one from d = 96 up, two at
+// d = 64), the extra ones only where each warp still walks kMinBlocksPerWarpExtraCtas blocks.
+// Contiguous and paged caches alike: more CTAs than that did not hide the pages' scattered reads,
+// fewer and longer splits did as well.
 // window_left: the call's left window (-1: none).
 Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int d, int sms,
                int ctas_per_sm, size_t workspace_bytes, int64_t window_left = -1);
@@ -77,7 +93,7 @@ int ctas_per_sm(int d, int smem_per_sm);
 // The two kernels' parameters beyond AttnParams.
 struct DecodeParams {
   AttnParams a;
-  int group = 1, rows = 1, row_tiles = 1, key_block0 = 0, splits = 1, blocks_per_split = 1;
+  int group = 1, rows = 1, row_tiles = 1, tiles_per_cta = 1, key_block0 = 0, splits = 1, blocks_per_split = 1;
   int64_t block0 = 0;     // first CTA of this launch (SM budget: launches of at most max_sms CTAs)
   // A KV cache (attention_with_kvcache): batch b has min(cache_seqlens[b], a.seqlen_k - seqlen_new)
   // + seqlen_new keys (the new ones already appended); null: every batch has a.seqlen_k. Paged: K/V

@@ -1,14 +1,15 @@
-// Decode attention (decode.hpp): a CTA takes the 16 packed query rows of one row tile of one
-// (batch, KV head) and one split of the keys; its four warps walk interleaved 16-key blocks of the
-// split (warp w: blocks w, w + 4, ...), each warp on its own:
+// Decode attention (decode.hpp): a CTA takes the 16 packed query rows of one row tile (or of
+// tiles_per_cta tiles) of one (batch, KV head) and one split of the keys; a tile's four warps walk
+// interleaved 16-key blocks of the split (warp w: blocks w, w + 4, ...), each warp on its own:
 //   K and V blocks stream through the warp's own smem ring (cp.async, `stages` deep, a __syncwarp
-//   per block: no CTA barrier in the loop), S = Q K^T on mma.sync m16n8k16 (Q from smem by
+//   per block: no CTA barrier in the loop; with several tiles, warp w of each tile shares ring w
+//   and the CTA meets once a block), S = Q K^T on mma.sync m16n8k16 (Q from smem by
 //   ldmatrix), the masks, the online softmax in exp2 with the scale folded in, P in registers as
 //   the A operand of O += P V (V by ldmatrix.trans).
-// Then the warps' (max, sum, O) meet in smem (re-using the rings) and one pass per row merges them:
-// O / sum and the LSE go to the output (one split) or to the workspace (several), which the combine
-// kernel reduces. The kernel is memory-bound on K and V: 16-row tiles keep the tensor core mostly
-// idle, and the rows that padding adds cost no traffic.
+// Then a tile's warps' (max, sum, O) meet in smem (re-using the rings) and one pass per row merges
+// them: O / sum and the LSE go to the output (one split) or to the workspace (several), which the
+// combine kernel reduces. The kernel is memory-bound on K and V: 16-row tiles keep the tensor core
+// mostly idle, and the rows that padding adds cost no traffic.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -23,9 +24,10 @@ namespace tessera::attn::decode {
 
 using namespace cute;
 
-template <int D_, bool BF16>
+template <int D_, bool BF16, int kTiles_ = 1>
 struct Traits {
-  static constexpr int D = D_, kStages = stages_for(D_), kThreads = 32 * kWarps;
+  // kTiles row tiles of kWarps warps each; warp w of every tile walks ring w.
+  static constexpr int D = D_, kStages = stages_for(D_), kTiles = kTiles_, kThreads = 32 * kWarps * kTiles;
   using Element = typename sm80::ElementOf<BF16>::type;
   // The sm80 family's swizzled rows (sm80/kernel.cuh), at 16 rows: conflict-free ldmatrix.
   static constexpr int kAtomCols = D % 64 == 0 ? 64 : 32;
@@ -43,24 +45,27 @@ struct Traits {
                                             Layout<Shape<Int<32 / kThrPerRow>, Int<kThrPerRow>>, Stride<Int<kThrPerRow>, _1>>{},
                                             Layout<Shape<_1, _8>>{}));
   static constexpr int kTileElems = int(cosize_v<SmemLayoutTile>);
-  static_assert(smem_bytes(D) == (1 + kWarps * kStages * 2) * kTileElems * 2, "decode.hpp's smem formula");
-  // The merge area (after the loop, over the rings): each warp's O (16 x D fp32), max and sum.
-  static_assert(kWarps * kRows * (D + 2) * 4 <= kWarps * kStages * 2 * kTileElems * 2, "merge area fits the rings");
+  // The merge area (after the loop, over the rings): per tile, each warp's O (16 x D fp32), max and sum.
+  static constexpr int kMergeFloats = kWarps * kRows * (D + 2);
+  static_assert(smem_bytes(D, kTiles) == (kTiles + kWarps * kStages * 2) * kTileElems * 2, "decode.hpp's smem formula");
+  static_assert(kTiles * kMergeFloats * 4 <= kWarps * kStages * 2 * kTileElems * 2, "merge areas fit the rings");
 };
 
-// This CTA's place: (batch, KV head, row tile, split), splits fastest so that neighbouring CTAs read
-// neighbouring keys.
+// A warp's place: (batch, KV head, row tile, split), the CTA's `tiles` row tiles rt = 0.. in it,
+// splits fastest so that neighbouring CTAs read neighbouring keys. (A tile past the row tiles, which
+// the plan never makes, would walk and load as the others do and write nothing.)
 struct Place {
   int b, hkv, tile, split;
   int64_t ws_row0;  // the tile's first row in the workspace's (batch, KV head, packed row) order
 };
-__device__ __forceinline__ Place place_of(const DecodeParams& p) {
+__device__ __forceinline__ Place place_of(const DecodeParams& p, int tiles, int rt) {
   int64_t c = p.block0 + blockIdx.x;
+  const int cta_tiles = (p.row_tiles + tiles - 1) / tiles;
   Place w;
   w.split = int(c % p.splits);
   c /= p.splits;
-  w.tile = int(c % p.row_tiles);
-  c /= p.row_tiles;
+  w.tile = int(c % cta_tiles) * tiles + rt;
+  c /= cta_tiles;
   w.hkv = int(c % p.a.heads_kv);
   w.b = int(c / p.a.heads_kv);
   w.ws_row0 = ((int64_t(w.b) * p.a.heads_kv + w.hkv) * p.row_tiles + w.tile) * kRows;
@@ -176,17 +181,17 @@ __device__ __forceinline__ void combine_if_last(const DecodeParams& p, const Pla
   }
 }
 
-// After the walk (the rings are free): the warps' states meet in smem, O unnormalised (16 x D fp32
-// each), max (scaled, base 2) and sum, then one thread per (row, 8 consecutive d) merges them with
-// the weights 2^(max_w - max): O / sum and the LSE to the output (one split) or to the workspace.
-// `area`: the merge area over the rings.
+// After the walk (the rings are free): the warps of a tile meet in smem, O unnormalised (16 x D fp32
+// each), max (scaled, base 2) and sum, then one of their threads per (row, 8 consecutive d) merges
+// them with the weights 2^(max_w - max): O / sum and the LSE to the output (one split) or to the
+// workspace. `area`: the tile's merge area (T::kMergeFloats) over the rings.
 template <class T, class ThrMma, class AccO, class Softmax>
 __device__ __forceinline__ void merge_warps(const DecodeParams& p, const Place& w, int row0, ThrMma const& thr_mma,
                                             AccO& acc_o, Softmax& softmax, typename T::Element* area) {
   using Element = typename T::Element;
   constexpr int D = T::D, kThrRows = decltype(size<0>(sm80::rowcol(acc_o.layout())))::value;
   const AttnParams& a = p.a;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int warp = threadIdx.x / 32 % kWarps, lane = threadIdx.x % 32;
   float* m_o = reinterpret_cast<float*>(area);  // [kWarps][16][D]
   float* m_max = m_o + kWarps * kRows * D;      // [kWarps][16]
   float* m_sum = m_max + kWarps * kRows;        // [kWarps][16]
@@ -206,7 +211,7 @@ __device__ __forceinline__ void merge_warps(const DecodeParams& p, const Place& 
   }
   __syncthreads();
 
-  for (int i = tid; i < kRows * (D / 8); i += T::kThreads) {
+  for (int i = warp * 32 + lane; i < kRows * (D / 8); i += kWarps * 32) {
     const int r = i / (D / 8), c = (i % (D / 8)) * 8;
     if (row0 + r >= p.rows) continue;
     float mx = -INFINITY;
@@ -248,28 +253,46 @@ __device__ __forceinline__ void merge_warps(const DecodeParams& p, const Place& 
   }
 }
 
+// The warps on one ring meet: a warp alone needs only its lanes; with several tiles (a warp of each
+// on every ring) the whole CTA meets, which compute-sanitizer's racecheck follows (it reported the
+// post-walk merge racing the rings' reads when each ring's two warps met at a named barrier).
+template <int kTiles>
+__device__ __forceinline__ void ring_sync() {
+  if constexpr (kTiles == 1)
+    __syncwarp();
+  else
+    __syncthreads();
+}
+
+// At least one CTA per SM (__launch_bounds__'s second argument): without it ptxas held the d = 96
+// two-tile kernel to 128 registers and spilled.
 template <class T>
-__global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p) {
+__global__ void __launch_bounds__(T::kThreads, 1) decode_kernel(DecodeParams p) {
   using Element = typename T::Element;
   constexpr int D = T::D, kStages = T::kStages;
   extern __shared__ __align__(128) unsigned char smem[];
   allow_dependent_launch();  // the stream's next kernel (a dependent launch) may take free SMs and wait there
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const Place w = place_of(p);
+  const int kw = warp % kWarps, rt = warp / kWarps;  // the ring this warp walks, its row tile in the CTA
+  const Place w = place_of(p, T::kTiles, rt);
   const AttnParams& a = p.a;
   const int row0 = w.tile * kRows;
 
   Element* smem_e = reinterpret_cast<Element*>(smem);
-  Tensor sQ = make_tensor(make_smem_ptr(smem_e), typename T::SmemLayoutTile{});  // (16,D)
+  auto sQ_of = [&](int t) { return make_tensor(make_smem_ptr(smem_e + t * T::kTileElems), typename T::SmemLayoutTile{}); };
+  Tensor sQ = sQ_of(rt);  // (16,D)
 
-  // This warp's ring and its K / V blocks of (b, hkv).
-  Element* ring = smem_e + T::kTileElems * (1 + warp * kStages * 2);
+  // This warp's ring and its K / V blocks of (b, hkv). With several tiles, the warps on one ring
+  // share its loads (K by the first tile's warp, V by the second's) and meet once a block
+  // (ring_sync).
+  Element* ring = smem_e + T::kTileElems * (T::kTiles + kw * kStages * 2);
   auto sK = [&](int s) { return make_tensor(make_smem_ptr(ring + s * 2 * T::kTileElems), typename T::SmemLayoutTile{}); };
   auto sV = [&](int s) { return make_tensor(make_smem_ptr(ring + (s * 2 + 1) * T::kTileElems), typename T::SmemLayoutTile{}); };
   auto sVt = [&](int s) { return make_tensor(make_smem_ptr(ring + (s * 2 + 1) * T::kTileElems), typename T::SmemLayoutVt{}); };
   KvRows k_rows, v_rows;
   const Element* k_ptr = kv_base<Element>(p, a.k, a.k_stride, w.b, w.hkv, &k_rows);
   const Element* v_ptr = kv_base<Element>(p, a.v, a.v_stride, w.b, w.hkv, &v_rows);
+  const bool loads_k = T::kTiles == 1 || rt == 0, loads_v = T::kTiles == 1 || rt == 1;
   typename T::GmemCopy g2s;
   auto thr_g2s = g2s.get_slice(lane);
   Tensor tKcK = thr_g2s.partition_S(make_identity_tensor(Shape<Int<kBlockN>, Int<D>>{}));  // (CPY,CPY_N,CPY_D) -> (key, d)
@@ -280,7 +303,7 @@ __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p) {
   // cache's block-table entries of steps 32..63 read ahead (`entry_next`), so that no step waits for
   // its page number or divides by the page size.
   struct Share {
-    int n_keys, first, steps, entry_next, page, in_page;
+    int n_keys, first, steps, walk, entry_next, page, in_page;  // walk: the steps of the split's longest ring
   };
   auto block_key = [&](const Share& sh, int step) { return (sh.first + step * kWarps) * kBlockN; };
   auto entry_of = [&](const Share& sh, int step) {
@@ -295,9 +318,11 @@ __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p) {
     Share sh;
     sh.n_keys = keys_of(p, w.b);
     const int key_blocks = (sh.n_keys + kBlockN - 1) / kBlockN;
-    sh.first = p.key_block0 + w.split * p.blocks_per_split + warp;
+    const int first0 = p.key_block0 + w.split * p.blocks_per_split;  // ring 0's first block
+    sh.first = first0 + kw;
     const int last = min(key_blocks, p.key_block0 + (w.split + 1) * p.blocks_per_split);  // one past
     sh.steps = sh.first < last ? (last - sh.first + kWarps - 1) / kWarps : 0;
+    sh.walk = first0 < last ? (last - first0 + kWarps - 1) / kWarps : 0;
     place(sh, entry_of(sh, lane), lane);
     sh.entry_next = entry_of(sh, 32 + lane);
     return sh;
@@ -316,8 +341,8 @@ __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p) {
       const int step = i / (kBlockN * kRowLines), row = i / kRowLines % kBlockN, line = i % kRowLines;
       const int pg = __shfl_sync(0xffffffff, sh.page, step), r = __shfl_sync(0xffffffff, sh.in_page, step) + row;
       if (step < sh.steps && block_key(sh, step) + row < sh.n_keys) {
-        prefetch_l2(k_ptr + k_rows.at_page(pg, r) + line * 64);
-        prefetch_l2(v_ptr + v_rows.at_page(pg, r) + line * 64);
+        if (loads_k) prefetch_l2(k_ptr + k_rows.at_page(pg, r) + line * 64);
+        if (loads_v) prefetch_l2(v_ptr + v_rows.at_page(pg, r) + line * 64);
       }
     }
   }
@@ -325,6 +350,9 @@ __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p) {
 
   Share sh = share();
   const int n_keys = sh.n_keys, first = sh.first, steps = sh.steps;
+  // One tile: each warp walks its own steps. Several: the CTA meets once a step (ring_sync), so every
+  // warp takes as many steps as the longest ring (the rings differ by at most a block).
+  const int walk = T::kTiles == 1 ? steps : sh.walk;
   // Where this warp's `step`-th block lives (page, row in the page), from the lane that holds it;
   // called for every step in order (the window moves on every 32 steps).
   auto block_pos = [&](int step) {
@@ -343,24 +371,25 @@ __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p) {
         return make_tensor(make_gmem_ptr(base + rows.at_page(pos.x, pos.y)), Shape<Int<kBlockN>, Int<D>>{},
                            make_stride(rows.row, _1{}));
       };
-      copy_rows(g2s, thr_g2s.partition_S(block(k_ptr, k_rows)), thr_g2s.partition_D(sK(s)), tKcK, n_keys - j0);
-      copy_rows(g2s, thr_g2s.partition_S(block(v_ptr, v_rows)), thr_g2s.partition_D(sV(s)), tKcK, n_keys - j0);
+      if (loads_k) copy_rows(g2s, thr_g2s.partition_S(block(k_ptr, k_rows)), thr_g2s.partition_D(sK(s)), tKcK, n_keys - j0);
+      if (loads_v) copy_rows(g2s, thr_g2s.partition_S(block(v_ptr, v_rows)), thr_g2s.partition_D(sV(s)), tKcK, n_keys - j0);
     }
     cp_async_fence();  // an empty group past the end keeps the wait counts uniform
   };
   for (int s = 0; s < kStages - 1; ++s) load(s);
 
-  // Q: the tile's 16 packed rows -> smem, zeros past the last row (16-byte loads; a swizzle keeps
+  // Q: the tiles' 16 packed rows each -> smem, zeros past the last row (16-byte loads; a swizzle keeps
   // 8-element groups whole), while the first K/V blocks are on their way.
-  for (int i = tid; i < kRows * (D / 8); i += T::kThreads) {
-    const int r = i / (D / 8), c = (i % (D / 8)) * 8;
+  for (int i = tid; i < T::kTiles * kRows * (D / 8); i += T::kThreads) {
+    const int qt = i / (kRows * (D / 8)), r = i / (D / 8) % kRows, c = (i % (D / 8)) * 8;
+    const int row = (w.tile - rt + qt) * kRows + r;  // packed row r of the CTA's tile qt
     uint4 v = {0, 0, 0, 0};
-    if (row0 + r < p.rows) {
-      const Row q = row_of(p, w.hkv, row0 + r);
+    if (row < p.rows) {
+      const Row q = row_of(p, w.hkv, row);
       v = *reinterpret_cast<const uint4*>(static_cast<const Element*>(a.q) + w.b * a.q_stride[0] +
                                           q.token * a.q_stride[1] + q.head * a.q_stride[2] + c);
     }
-    *reinterpret_cast<uint4*>(&sQ(r, c)) = v;
+    *reinterpret_cast<uint4*>(&sQ_of(qt)(r, c)) = v;
   }
 
   typename T::TiledMma mma;
@@ -396,10 +425,11 @@ __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p) {
   softmax.init();
   __syncthreads();  // sQ written
 
-  for (int step = 0; step < steps; ++step) {
+  for (int step = 0; step < walk; ++step) {
     cp_async_wait<kStages - 2>();
-    __syncwarp();  // the block landed for every lane; every lane is done with the slot refilled next
+    ring_sync<T::kTiles>();  // the block landed for every lane; every lane is done with the slot refilled next
     load(step + kStages - 1);
+    if (T::kTiles > 1 && step >= steps) continue;  // this ring has no block at the last step
     const int s = step % kStages, col0 = (first + step * kWarps) * kBlockN;
 
     Tensor acc_s = partition_fragment_C(mma, Shape<Int<kRows>, Int<kBlockN>>{});  // (MMA,1,2) fp32
@@ -434,9 +464,11 @@ __global__ void __launch_bounds__(T::kThreads) decode_kernel(DecodeParams p) {
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with its ring: the merge area overlays them
 
-  merge_warps<T>(p, w, row0, thr_mma, acc_o, softmax, smem_e + T::kTileElems);
+  merge_warps<T>(p, w, row0, thr_mma, acc_o, softmax, smem_e + T::kTileElems * T::kTiles + rt * T::kMergeFloats * 2);
   static_assert(kRows * (kMaxSplits + 1) * 4 <= smem_bytes(D), "the fused combine's scratch fits");
-  if (p.splits > 1 && p.arrivals) combine_if_last<Element, D>(p, w, row0, reinterpret_cast<float*>(smem));
+  // The plan fuses the combine for calls of one row tile only (kFusedCombineRows).
+  if constexpr (T::kTiles == 1)
+    if (p.splits > 1 && p.arrivals) combine_if_last<Element, D>(p, w, row0, reinterpret_cast<float*>(smem));
 }
 
 // One output row of the combine, by one warp: packed row r of (b, hkv) (its query token and head),

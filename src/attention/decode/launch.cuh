@@ -34,28 +34,36 @@ cudaError_t launch_chunks(void (*kernel)(Params...), int64_t blocks, int threads
   return cudaSuccess;
 }
 
-template <int D, bool BF16>
-cudaError_t launch(const DecodeParams& p, int64_t ctas, int max_sms, bool dependent_launch, cudaStream_t stream) {
-  using T = Traits<D, BF16>;
+// One CTA shape (T: head dim, dtype, row tiles per CTA): its shared-memory limit raised once per device.
+template <class T>
+cudaError_t launch_decode(const DecodeParams& p, int64_t ctas, int max_sms, bool dependent_launch, cudaStream_t stream) {
   static std::atomic<unsigned long long> configured{0};  // per device: the smem limit was raised
   int dev = 0;
   if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
   const unsigned long long bit = 1ull << (dev & 63);
+  constexpr int kSmem = smem_bytes(T::D, T::kTiles);
   if (!(configured.load(std::memory_order_acquire) & bit)) {
-    if (cudaError_t e = cudaFuncSetAttribute(decode_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes(D));
+    if (cudaError_t e = cudaFuncSetAttribute(decode_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
         e != cudaSuccess)
       return e;
     configured.fetch_or(bit, std::memory_order_acq_rel);
   }
   // Under an SM budget the chunks stay plain launches, one after another (a dependent chunk would run
   // beside the one before it, past the budget).
-  if (cudaError_t e = launch_chunks(decode_kernel<T>, ctas, T::kThreads, smem_bytes(D), max_sms,
-                                    dependent_launch && max_sms == 0, stream, p);
-      e != cudaSuccess || p.splits == 1 || p.arrivals)
-    return e;
+  return launch_chunks(decode_kernel<T>, ctas, T::kThreads, kSmem, max_sms, dependent_launch && max_sms == 0, stream, p);
+}
+
+template <int D, bool BF16>
+cudaError_t launch(const DecodeParams& p, int64_t ctas, int max_sms, bool dependent_launch, cudaStream_t stream) {
+  // The CTA shapes plan.cpp's tiles_per_cta can ask for at this head dim: one tile, or kTiles.
+  constexpr int kTiles = tiles_per_cta(D, 2);
+  const cudaError_t e = kTiles > 1 && p.tiles_per_cta == kTiles
+                            ? launch_decode<Traits<D, BF16, kTiles>>(p, ctas, max_sms, dependent_launch, stream)
+                            : launch_decode<Traits<D, BF16>>(p, ctas, max_sms, dependent_launch, stream);
+  if (e != cudaSuccess || p.splits == 1 || p.arrivals) return e;
   // The combine launches while the splits run and waits for them in the kernel (one launch gap less).
   const int64_t rows = int64_t(p.a.batch) * p.a.heads_q * p.a.seqlen_q;
-  return launch_chunks(combine_kernel<typename T::Element, D>, (rows + 3) / 4, 128, 0, max_sms,
+  return launch_chunks(combine_kernel<typename Traits<D, BF16>::Element, D>, (rows + 3) / 4, 128, 0, max_sms,
                        dependent_launch && max_sms == 0, stream, p);
 }
 

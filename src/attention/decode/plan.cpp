@@ -27,7 +27,9 @@ Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_
   pl.group = int(heads_q / heads_kv);
   pl.rows = int(seqlen_q) * pl.group;
   pl.row_tiles = (pl.rows + kRows - 1) / kRows;
-  const int64_t units = batch * heads_kv * pl.row_tiles;
+  pl.tiles_per_cta = tiles_per_cta(d, pl.row_tiles);
+  const int cta_tiles = (pl.row_tiles + pl.tiles_per_cta - 1) / pl.tiles_per_cta;  // CTAs per (batch, KV head, split)
+  const int64_t units = batch * heads_kv * cta_tiles;
   // Keys before the first row's window are seen by no row.
   if (window_left >= 0) pl.key_block0 = int(std::max<int64_t>(0, seqlen_k - seqlen_q - window_left) / kBlockN);
   const int64_t key_blocks = std::max<int64_t>(1, (seqlen_k + kBlockN - 1) / kBlockN - pl.key_block0);
@@ -36,10 +38,12 @@ Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_
     return std::min<int64_t>({std::max<int64_t>(1, target / units),
                               std::max<int64_t>(1, key_blocks / (kWarps * kMinBlocksPerWarp)), kMaxSplits});
   };
-  const int wave = wave_ctas_per_sm(d, pl.row_tiles, std::max(1, ctas_per_sm));
+  // CTAs of several row tiles keep one tile's rings (and its bytes in flight): the one-tile rule;
+  // they hold each tile's warps and registers, so an SM fits tiles_per_cta times fewer.
+  const bool ring_rule = pl.row_tiles == 1 || pl.tiles_per_cta > 1;
+  const int wave = wave_ctas_per_sm(d, ring_rule ? 1 : pl.row_tiles, std::max(1, ctas_per_sm / pl.tiles_per_cta));
   int64_t splits = splits_for(wave);
-  if (wave > 1 && pl.row_tiles == 1 && key_blocks / (splits * kWarps) < kMinBlocksPerWarpExtraCtas)
-    splits = splits_for(1);
+  if (wave > 1 && ring_rule && key_blocks / (splits * kWarps) < kMinBlocksPerWarpExtraCtas) splits = splits_for(1);
   // No more than the workspace holds, and no more CTAs than a 1-D grid walk counts.
   if (splits > 1 && workspace_bytes_given != SIZE_MAX) {
     const size_t per_split = workspace_bytes(batch, heads_kv, pl.row_tiles, 2, d) / 2;
@@ -62,6 +66,7 @@ cudaError_t run(int d, bool bf16, const AttnParams& a, const Plan& pl, void* wor
   p.group = pl.group;
   p.rows = pl.rows;
   p.row_tiles = pl.row_tiles;
+  p.tiles_per_cta = pl.tiles_per_cta;
   p.key_block0 = pl.key_block0;
   if (cache) {
     p.cache_seqlens = cache->cache_seqlens;
