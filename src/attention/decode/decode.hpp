@@ -84,8 +84,8 @@ size_t workspace_bytes(int64_t batch, int64_t heads_kv, int row_tiles, int split
 Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int d, int sms,
                int ctas_per_sm, size_t workspace_bytes, int64_t window_left = -1);
 // CTAs per SM in the wave that make_plan's splits fill (of the ctas_per_sm that fit), before the
-// check on split length.
-int wave_ctas_per_sm(int d, int row_tiles, int ctas_per_sm);
+// check on split length; cta_tiles: the CTAs that share a (batch, KV head) and split.
+int wave_ctas_per_sm(int d, int cta_tiles, int ctas_per_sm);
 
 // CTAs of the decode kernel one SM holds at head dim d (its shared memory; 0: it does not fit).
 int ctas_per_sm(int d, int smem_per_sm);

@@ -15,8 +15,8 @@ size_t workspace_bytes(int64_t batch, int64_t heads_kv, int row_tiles, int split
 
 int ctas_per_sm(int d, int smem_per_sm) { return smem_per_sm / (smem_bytes(d) + 1024); }  // + the CTA's reserved 1 KB
 
-int wave_ctas_per_sm(int d, int row_tiles, int ctas_per_sm) {
-  if (row_tiles > 1) return ctas_per_sm;  // more CTAs in flight gain there
+int wave_ctas_per_sm(int d, int cta_tiles, int ctas_per_sm) {
+  if (cta_tiles > 1) return ctas_per_sm;  // more CTAs in flight gain there
   // Fewer, longer splits, as many per SM as keep the bytes in flight: less to merge.
   return std::clamp(kWaveBytesInFlight / bytes_in_flight(d), 1, std::max(1, ctas_per_sm));
 }
@@ -38,12 +38,11 @@ Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_
     return std::min<int64_t>({std::max<int64_t>(1, target / units),
                               std::max<int64_t>(1, key_blocks / (kWarps * kMinBlocksPerWarp)), kMaxSplits});
   };
-  // CTAs of several row tiles keep one tile's rings (and its bytes in flight): the one-tile rule;
-  // they hold each tile's warps and registers, so an SM fits tiles_per_cta times fewer.
-  const bool ring_rule = pl.row_tiles == 1 || pl.tiles_per_cta > 1;
-  const int wave = wave_ctas_per_sm(d, ring_rule ? 1 : pl.row_tiles, std::max(1, ctas_per_sm / pl.tiles_per_cta));
+  // A CTA of two row tiles keeps one tile's rings (and its bytes in flight), so the wave is the one-tile
+  // rule's; it holds both tiles' warps and registers, so an SM fits tiles_per_cta times fewer.
+  const int wave = wave_ctas_per_sm(d, cta_tiles, std::max(1, ctas_per_sm / pl.tiles_per_cta));
   int64_t splits = splits_for(wave);
-  if (wave > 1 && ring_rule && key_blocks / (splits * kWarps) < kMinBlocksPerWarpExtraCtas) splits = splits_for(1);
+  if (wave > 1 && cta_tiles == 1 && key_blocks / (splits * kWarps) < kMinBlocksPerWarpExtraCtas) splits = splits_for(1);
   // No more than the workspace holds, and no more CTAs than a 1-D grid walk counts.
   if (splits > 1 && workspace_bytes_given != SIZE_MAX) {
     const size_t per_split = workspace_bytes(batch, heads_kv, pl.row_tiles, 2, d) / 2;
