@@ -3,7 +3,7 @@ same model running tessera's attention and GEMMs, in one process on the same wei
 
     python -m tessera.bench llama [--layers 8] [--hidden 2048] [--intermediate 5632] [--heads 16]
                                   [--kv-heads 4] [--dtype bf16] [--batch 2] [--prompt 2048]
-                                  [--new-tokens 32] [--out DIR]
+                                  [--new-tokens 32] [--kernels] [--out DIR]
 
 The tessera model registers an attention function with ``transformers.AttentionInterface`` (GQA
 native, no repeat_kv; a real padding mask or dropout falls back to SDPA, counted) and replaces the
@@ -12,6 +12,8 @@ The stock model runs transformers' SDPA attention and nn.Linear (cuBLAS).
 Checks the prefill logits (relative error, top-1 agreement), then times prefill (one forward pass
 over the prompt) and greedy decode (new tokens after the prompt, a loop with no host sync), eager
 and as one replayed CUDA graph each. Prints a table, writes JSON and (with matplotlib) a PNG.
+--kernels then lists both models' GPU kernels (torch profiler) by family (tessera's, cuBLAS, SDPA, the
+rest) and the largest ones, for prefill and one decode step: where the difference between them lies.
 Exit 3 without a CUDA GPU or transformers, 1 when the logits check fails.
 """
 from __future__ import annotations
@@ -60,6 +62,9 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-graphs", action="store_true", help="skip the CUDA-graph variants")
+    p.add_argument("--kernels", action="store_true",
+                   help="also list each model's GPU kernels in prefill and in one decode step (torch profiler, "
+                        "after the timings): where the time between the two models goes")
     p.add_argument("--out", default="tessera_bench_results", help="output folder (default: %(default)s)")
     args = p.parse_args(argv)
     for name in ("layers", "hidden", "intermediate", "heads", "kv_heads", "vocab", "batch", "prompt", "new_tokens",
@@ -265,6 +270,52 @@ def gpu_slug(name):
 # ------------------------------------------------------------------------------------ timing
 
 
+# Kernel families by name, first match wins: tessera's kernels, then the anchors' (cuBLAS: nvjet / xmma /
+# cutlass / gemm; SDPA: cuDNN / flash / memory-efficient), the rest (norms, RoPE, casts, copies) as "other".
+KERNEL_FAMILIES = [("tessera gemm", r"tessera::gemm_impl"), ("tessera attention", r"tessera::attn"),
+                   ("attention (SDPA)", r"cudnn|flash|fmha|attention|mha"),
+                   ("gemm (cuBLAS)", r"nvjet|xmma|gemm|cutlass|cublas|splitK"), ("other", r".")]
+
+
+def kernel_times(torch, fn, iters):
+    """{kernel name: (GPU us per call of fn, launches per call)} over `iters` calls under the profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            fn()
+        torch.cuda.synchronize()
+    out = {}
+    for e in prof.key_averages():
+        us = getattr(e, "device_time_total", None)
+        us = e.cuda_time_total if us is None else us
+        if us and e.count and not e.key.startswith(("cudaLaunch", "cudaMemcpy", "Memcpy", "Memset")):
+            out[e.key] = (us / iters, e.count / iters)
+    return out
+
+
+def print_kernels(title, times, top=12):
+    """Each model's time per family, then its largest kernels (the names shortened); returns the families'
+    times {model: {family: us}} (for the JSON)."""
+    print(f"\n{title}: GPU time per call by kernel family (us)")
+    fams = {k: {f: 0.0 for f, _ in KERNEL_FAMILIES} for k in times}
+    for key, kt in times.items():
+        for name, (us, _) in kt.items():
+            fam = next(f for f, rx in KERNEL_FAMILIES if re.search(rx, name, re.I))
+            fams[key][fam] += us
+    print("  " + "family".ljust(20) + "".join(k.rjust(12) for k in times))
+    for f, _ in KERNEL_FAMILIES + [("total", None)]:
+        vals = [sum(fams[k].values()) if f == "total" else fams[k][f] for k in times]
+        print("  " + f.ljust(20) + "".join(f"{v:12.1f}" for v in vals))
+    for key, kt in times.items():
+        print(f"  {key}: largest kernels (us per call, launches)")
+        for name, (us, n) in sorted(kt.items(), key=lambda kv: -kv[1][0])[:top]:
+            print(f"    {us:10.1f} {n:6.1f}  {name[:150]}")
+    return fams
+
+
 def time_variant(torch, args, fn, graph, eager_out):
     """Median ms of fn() eager, or of one replay of its CUDA graph, and how far the graph's output is
     from `eager_out` (relative error; 0 where the capture recorded the same work). Returns
@@ -358,6 +409,17 @@ def main(argv=None):
             rows.append(row)
             print(f"{variant}: " + ", ".join(f"{k} " + (f"{row[k + '_ms']:.3f} ms" if row[k + "_ms"] else "n/a")
                                              for k in models), flush=True)
+        # After the timings: the profiler's hooks stay behind it and must not slow the timed calls.
+        # Kernel durations overlap where a dependent launch (TESSERA_GEMM_PDL) starts a kernel under
+        # the previous one's tail; TESSERA_GEMM_PDL=0 gives each kernel's own time.
+        kernels = {}
+        if args.kernels:
+            kernels["prefill"] = print_kernels("prefill",
+                                               {k: kernel_times(torch, prefill(k), args.iters) for k in models})
+            one_step = {k: make_decode(torch, m, prompt_cache(models[k](input_ids=ids).past_key_values), first, 1)
+                        for k, m in models.items()}
+            kernels["decode_step"] = print_kernels("one decode step",
+                                                   {k: kernel_times(torch, one_step[k], args.iters) for k in models})
 
     print()
     print(table(rows))
@@ -380,6 +442,8 @@ def main(argv=None):
             "note": "ratio = stock ms / tessera ms (> 1: tessera faster). Both models use transformers' sdpa_mask "
                     "decision for plain causal attention (no mask) also under CUDA-graph capture."}
     result = {"meta": meta, "check": check, "attention_fallbacks": dict(fallbacks), "rows": rows}
+    if kernels:
+        result["kernel_families_us"] = kernels  # GPU us per call by kernel family (--kernels)
     stem.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
     plot_rows = [{"shape": r["variant"], "dtype": args.dtype, "tessera": r["tessera_tok_s"], "stock": r["stock_tok_s"]}
                  for r in rows]

@@ -99,6 +99,25 @@ def test_llama_arguments():
             llama_bench.parse_args(bad)
 
 
+def test_llama_kernel_families(capsys):
+    # Kernel names as the torch profiler reports them: tessera's families before the anchors' (whose
+    # "gemm" / "attention" patterns tessera's names would also match), the rest as "other".
+    times = {"stock": {"nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT": (10.0, 2.0),
+                       "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7": (5.0, 1.0),
+                       "void at::native::elementwise_kernel<128, 4>": (2.0, 3.0)},
+             "tessera": {"void tessera::gemm_impl::sm90::gemm_kernel<tessera::gemm_impl::sm90::Traits<128>>": (11.0, 2.0),
+                         "void tessera::gemm_impl::skinny::skinny_kernel<true, 1>": (1.5, 1.0),
+                         "void tessera::attn::sm90ws::attention_kernel<Traits<128>>": (4.0, 1.0),
+                         "void at::native::elementwise_kernel<128, 4>": (2.5, 3.0)}}
+    fams = llama_bench.print_kernels("prefill", times, top=2)
+    assert fams["stock"] == {"tessera gemm": 0.0, "tessera attention": 0.0, "attention (SDPA)": 5.0,
+                             "gemm (cuBLAS)": 10.0, "other": 2.0}
+    assert fams["tessera"] == {"tessera gemm": 12.5, "tessera attention": 4.0, "attention (SDPA)": 0.0,
+                               "gemm (cuBLAS)": 0.0, "other": 2.5}
+    out = capsys.readouterr().out
+    assert "prefill: GPU time per call by kernel family" in out and "skinny_kernel" not in out  # top=2 per model
+
+
 # ------------------------------------------------------------------------ the llama adapter
 
 
