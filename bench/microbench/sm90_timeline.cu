@@ -339,6 +339,22 @@ int main(int argc, char** argv) {
     row("split-K: count in (+ wait)", counted);
     row("split-K: parallel fold", folded);
   }
+  {  // the first item's 16-bit epilogue (TESSERA_SM90_PROBE_EPI), SM cycles from its start
+    const char* names[probe::kEpiMarks] = {"", "epi sub 0 buffer free", "epi sub 0 filled", "epi sub 1 buffer free",
+                                           "epi sub 1 filled", "epi sub 2 buffer free", "epi sub 2 filled",
+                                           "epi sub 3 buffer free", "epi sub 3 filled", "epi sub 4 buffer free",
+                                           "epi sub 4 filled", "epi sub 5 buffer free", "epi sub 5 filled", "epi sub 0 issued (issuer)", "epi sub 1 issued (issuer)",
+                                           "epi -> next mainloop start"};
+    for (int j = 1; j < probe::kEpiMarks; ++j) {
+      std::vector<double> cy;
+      for (int i = 0; i < ctas; ++i)
+        if (c[i].epi[0] && c[i].epi[j]) cy.push_back(double(c[i].epi[j]) - double(c[i].epi[0]));
+      if (cy.empty() || !*names[j]) continue;
+      std::sort(cy.begin(), cy.end());
+      std::printf("  %-34s min %8.0f  median %8.0f  max %8.0f cycles from the epilogue's start\n", names[j], cy.front(),
+                  cy[cy.size() / 2], cy.back());
+    }
+  }
   row("items per CTA", items);
   std::printf("  exit by SM id / 16:");
   for (auto& [g, v] : exit_by_group) std::printf("  [%d] n=%zu med %.1f max %.1f", g, v.size(), median(v), *std::max_element(v.begin(), v.end()));

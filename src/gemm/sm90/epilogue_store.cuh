@@ -139,6 +139,7 @@ struct Store16 {
     constexpr bool kCol = ColC::value;
     constexpr int kSub = kCol ? T::kStoreNT : T::kStoreN;
     const GemmParams& g = p.g;
+    TESSERA_SM90_PROBE_EPI(0)
     CUTE_UNROLL
     for (int sub = 0; sub < BN / kSub; ++sub) {
       if (stores_by_tma(p) && me.wtid() == 0) {
@@ -146,6 +147,7 @@ struct Store16 {
         else tma_store_wait<T::kEpiBuffers - 1>();
       }
       cutlass::arch::NamedBarrier::arrive_and_wait(128, me.epi_barrier());  // the buffer is free
+      TESSERA_SM90_PROBE_EPI(1 + 2 * sub)
       const int mb = m_base / 64, nb = (c.n * BN) / kSub + sub;  // the sub-tile's coordinates
       if (with_c) {
         load_c<kCol>(sub, mb, nb, c_phase);
@@ -155,6 +157,7 @@ struct Store16 {
       if (stores_by_tma(p)) {
         tma_store_fence();
         cutlass::arch::NamedBarrier::arrive_and_wait(128, me.epi_barrier());
+        TESSERA_SM90_PROBE_EPI(2 + 2 * sub)
         if (me.wtid() == 0 && m_base < g.m && c.n * BN + sub * kSub < g.n) {  // boxes wholly outside D: none
           if constexpr (kCol) {
             Tensor mDT = p.tma_dt.get_tma_tensor(make_shape(g.n, g.m, g.batch));  // (N,M,L)
@@ -169,6 +172,7 @@ struct Store16 {
           }
           tma_store_arrive();
         }
+        if (sub < 2) { TESSERA_SM90_PROBE_EPI(13 + sub) }
       } else if constexpr (!kCol) {
         cutlass::arch::NamedBarrier::arrive_and_wait(128, me.epi_barrier());
         store_direct(sub);

@@ -134,6 +134,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
   WorkItem w;
   for (bool pass_one = me.warp_group() == 2; next_item(w, pass_one); pass_one = true) {
     TESSERA_SM90_PROBE_ITEM_BEGIN(w.tile)
+    TESSERA_SM90_PROBE_EPI(15)
     // The item's roles as predicates, so that only the tile, range and k-tile count stay in
     // registers across the mainloop (the 128x256 tile has none to spare next to its accumulators).
     const bool sk_publisher = !kOneTile && sk_publishes(sched, w), sk_owner = !kOneTile && sk_folds(sched, w);

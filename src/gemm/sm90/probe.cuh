@@ -11,11 +11,12 @@ namespace tessera::gemm_impl::sm90 {
 #ifdef TESSERA_SM90_PROBE
 namespace probe {
 constexpr int kCtas = 1024, kItems = 16, kKtiles = 256;
-constexpr int kMarks = 4;
+constexpr int kMarks = 4, kEpiMarks = 16;
 struct Cta {
   unsigned long long entry, start, exit, last, item_begin[kItems], item_end[kItems];
   unsigned long long pm[16], pmc[16];  // TESSERA_SM90_PROBE_PM
   unsigned long long mark[kMarks];  // the last item's split-K steps (TESSERA_SM90_PROBE_MARK)
+  unsigned long long epi[kEpiMarks];  // the first item's 16-bit epilogue, SM cycles (TESSERA_SM90_PROBE_EPI)
   int sm, items, tile[kItems];
   // Counters of the recorder (items so far, its k-tiles before this item) and of the producer's
   // thread (k-tiles issued), kept here so that the kernel's pieces in other functions can stamp.
@@ -86,7 +87,13 @@ __device__ __forceinline__ bool recorder() { return threadIdx.x == 128 && blockI
 // Split-K's steps after the mainloop: 0 partial staged out, 1 fenced, 2 counted in (and waited), 3 folded.
 #define TESSERA_SM90_PROBE_MARK(n_) \
   if (probe::recorder()) probe::ctas[blockIdx.x].mark[n_] = probe::now();
+// The first item's 16-bit epilogue step by step (epilogue_store.cuh), SM cycles by the recorder: 0 at its
+// start, then per sub-tile s: 1 + 2s its buffer free, 2 + 2s filled and fenced, 13 + s (s < 2) its store
+// issued; 15 the next item's mainloop start.
+#define TESSERA_SM90_PROBE_EPI(i_) \
+  if (probe::recorder() && probe::ctas[blockIdx.x].items == 1 && (i_) < probe::kEpiMarks) probe::ctas[blockIdx.x].epi[i_] = clock64();
 #else
+#define TESSERA_SM90_PROBE_EPI(i_)
 #define TESSERA_SM90_PROBE_PM(i_)
 #define TESSERA_SM90_PROBE_LAST()
 #define TESSERA_SM90_PROBE_MARK(n_)
