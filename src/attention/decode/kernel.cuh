@@ -253,6 +253,27 @@ __device__ __forceinline__ void merge_warps(const DecodeParams& p, const Place& 
   }
 }
 
+// Q: the CTA's row tiles, 16 packed rows each, -> smem, zeros past the last row (16-byte loads; a
+// swizzle keeps 8-element groups whole). `rt`: this thread's row tile in the CTA (w.tile is that tile).
+template <class T>
+__device__ __forceinline__ void load_q(const DecodeParams& p, const Place& w, int rt, typename T::Element* smem_e) {
+  using Element = typename T::Element;
+  constexpr int D = T::D;
+  const AttnParams& a = p.a;
+  for (int i = int(threadIdx.x); i < T::kTiles * kRows * (D / 8); i += T::kThreads) {
+    const int qt = i / (kRows * (D / 8)), r = i / (D / 8) % kRows, c = (i % (D / 8)) * 8;
+    const int row = (w.tile - rt + qt) * kRows + r;  // packed row r of the CTA's tile qt
+    uint4 v = {0, 0, 0, 0};
+    if (row < p.rows) {
+      const Row q = row_of(p, w.hkv, row);
+      v = *reinterpret_cast<const uint4*>(static_cast<const Element*>(a.q) + w.b * a.q_stride[0] +
+                                          q.token * a.q_stride[1] + q.head * a.q_stride[2] + c);
+    }
+    Tensor sQ = make_tensor(make_smem_ptr(smem_e + qt * T::kTileElems), typename T::SmemLayoutTile{});  // (16,D)
+    *reinterpret_cast<uint4*>(&sQ(r, c)) = v;
+  }
+}
+
 // The warps on one ring meet: a warp alone needs only its lanes; with several tiles (a warp of each
 // on every ring) the whole CTA meets, which compute-sanitizer's racecheck follows (it reported the
 // post-walk merge racing the rings' reads when each ring's two warps met at a named barrier).
@@ -378,19 +399,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) decode_kernel(DecodeParams p) 
   };
   for (int s = 0; s < kStages - 1; ++s) load(s);
 
-  // Q: the tiles' 16 packed rows each -> smem, zeros past the last row (16-byte loads; a swizzle keeps
-  // 8-element groups whole), while the first K/V blocks are on their way.
-  for (int i = tid; i < T::kTiles * kRows * (D / 8); i += T::kThreads) {
-    const int qt = i / (kRows * (D / 8)), r = i / (D / 8) % kRows, c = (i % (D / 8)) * 8;
-    const int row = (w.tile - rt + qt) * kRows + r;  // packed row r of the CTA's tile qt
-    uint4 v = {0, 0, 0, 0};
-    if (row < p.rows) {
-      const Row q = row_of(p, w.hkv, row);
-      v = *reinterpret_cast<const uint4*>(static_cast<const Element*>(a.q) + w.b * a.q_stride[0] +
-                                          q.token * a.q_stride[1] + q.head * a.q_stride[2] + c);
-    }
-    *reinterpret_cast<uint4*>(&sQ_of(qt)(r, c)) = v;
-  }
+  load_q<T>(p, w, rt, smem_e);  // while the first K/V blocks are on their way
 
   typename T::TiledMma mma;
   auto thr_mma = mma.get_slice(lane);
