@@ -92,6 +92,26 @@ def time_ms(torch, fn, sets, iters, warmup):
     return statistics.median(s.elapsed_time(e) for s, e in zip(start, end))
 
 
+def kernel_times(torch, fn, iters):
+    """{kernel name: (GPU us per call of fn, launches per call)} over `iters` calls of fn() under the torch
+    profiler, after one call outside it (memcpy / memset entries left out)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            fn()
+        torch.cuda.synchronize()
+    out = {}
+    for e in prof.key_averages():
+        us = getattr(e, "device_time_total", None)
+        us = e.cuda_time_total if us is None else us
+        if us and e.count and not e.key.startswith(("cudaLaunch", "cudaMemcpy", "Memcpy", "Memset")):
+            out[e.key] = (us / iters, e.count / iters)
+    return out
+
+
 def single_call_ms(torch, fns, sets, iters, warmup):
     """Median milliseconds of one call issued onto an idle GPU, per function of `fns`: the stream is
     drained before each call, so the host's launch cost is inside the events, as in an eager step that

@@ -29,7 +29,7 @@ import sys
 import types
 from pathlib import Path
 
-from .bench import EXIT_NO_GPU, capture_graph, cuda_torch, plot, time_ms
+from .bench import EXIT_NO_GPU, capture_graph, cuda_torch, kernel_times, plot, time_ms
 
 EXIT_CHECK_FAILED = 1
 TESSERA_HEAD_DIMS = (64, 96, 128, 256)  # head dims the library compiles
@@ -275,25 +275,6 @@ def gpu_slug(name):
 KERNEL_FAMILIES = [("tessera gemm", r"tessera::gemm_impl"), ("tessera attention", r"tessera::attn"),
                    ("attention (SDPA)", r"cudnn|flash|fmha|attention|mha"),
                    ("gemm (cuBLAS)", r"nvjet|xmma|gemm|cutlass|cublas|splitK"), ("other", r".")]
-
-
-def kernel_times(torch, fn, iters):
-    """{kernel name: (GPU us per call of fn, launches per call)} over `iters` calls under the profiler."""
-    from torch.profiler import ProfilerActivity, profile
-
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(iters):
-            fn()
-        torch.cuda.synchronize()
-    out = {}
-    for e in prof.key_averages():
-        us = getattr(e, "device_time_total", None)
-        us = e.cuda_time_total if us is None else us
-        if us and e.count and not e.key.startswith(("cudaLaunch", "cudaMemcpy", "Memcpy", "Memset")):
-            out[e.key] = (us / iters, e.count / iters)
-    return out
 
 
 def print_kernels(title, times, top=12):
