@@ -253,6 +253,12 @@ __device__ __forceinline__ void merge_warps(const DecodeParams& p, const Place& 
   }
 }
 
+// Row tile t's Q in shared memory (the tiles lie first, before the rings): (16,D).
+template <class T>
+__device__ __forceinline__ auto q_tile(typename T::Element* smem_e, int t) {
+  return make_tensor(make_smem_ptr(smem_e + t * T::kTileElems), typename T::SmemLayoutTile{});
+}
+
 // Q: the CTA's row tiles, 16 packed rows each, -> smem, zeros past the last row (16-byte loads; a
 // swizzle keeps 8-element groups whole). `rt`: this thread's row tile in the CTA (w.tile is that tile).
 template <class T>
@@ -269,8 +275,7 @@ __device__ __forceinline__ void load_q(const DecodeParams& p, const Place& w, in
       v = *reinterpret_cast<const uint4*>(static_cast<const Element*>(a.q) + w.b * a.q_stride[0] +
                                           q.token * a.q_stride[1] + q.head * a.q_stride[2] + c);
     }
-    Tensor sQ = make_tensor(make_smem_ptr(smem_e + qt * T::kTileElems), typename T::SmemLayoutTile{});  // (16,D)
-    *reinterpret_cast<uint4*>(&sQ(r, c)) = v;
+    *reinterpret_cast<uint4*>(&q_tile<T>(smem_e, qt)(r, c)) = v;
   }
 }
 
@@ -300,8 +305,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) decode_kernel(DecodeParams p) 
   const int row0 = w.tile * kRows;
 
   Element* smem_e = reinterpret_cast<Element*>(smem);
-  auto sQ_of = [&](int t) { return make_tensor(make_smem_ptr(smem_e + t * T::kTileElems), typename T::SmemLayoutTile{}); };
-  Tensor sQ = sQ_of(rt);  // (16,D)
+  Tensor sQ = q_tile<T>(smem_e, rt);  // (16,D)
 
   // This warp's ring and its K / V blocks of (b, hkv). With several tiles, the warps on one ring
   // share its loads (K by the first tile's warp, V by the second's) and meet once a block
