@@ -25,6 +25,7 @@
 // normal epilogue: the result does not depend on timing.
 #pragma once
 
+#include "core/fast_div.hpp"
 #include "core/host_device.hpp"
 
 namespace tessera::gemm_impl {
@@ -38,6 +39,7 @@ struct Schedule {
   int sk_iters = 0;   // stream-K: each worker's share is sk_iters k-tiles, one more for the first sk_extra
   int sk_extra = 0;
   int dp_rounds = 0;  // stream-K: whole data-parallel tiles per worker before its share
+  FastDiv by_splits, by_k_tiles;  // splits and k_tiles as divisors (make_schedule)
 };
 
 // First stream-K iteration of `worker`'s share (the share ends where worker + 1's begins).
@@ -74,15 +76,16 @@ class Walk {
     if (s.sk_units == 0 || pos_ < s.dp_rounds) {
       const long long unit = worker + (long long)pos_ * workers;
       if (unit >= sk_first_tile(s)) return false;  // with stream-K, dp_rounds * workers units exactly
-      w.tile = int(unit) / s.splits;
+      w.tile = s.by_splits.div(int(unit));
       w.split = int(unit) - w.tile * s.splits;
-      k_range(w.split, s.splits, s.k_tiles, w.kt_begin, w.kt_end);
+      w.kt_begin = s.by_splits.div(w.split * s.k_tiles);  // k_range's
+      w.kt_end = s.by_splits.div((w.split + 1) * s.k_tiles);
       ++pos_;
       return true;
     }
     const int it = sk_share_begin(s, worker) + (pos_ - s.dp_rounds), it_end = sk_share_begin(s, worker + 1);
     if (it >= it_end) return false;
-    const int t = it / s.k_tiles;  // the share, cut at tile boundaries
+    const int t = s.by_k_tiles.div(it);  // the share, cut at tile boundaries
     w.tile = sk_first_tile(s) + t;
     w.split = 0;
     w.kt_begin = it - t * s.k_tiles;
@@ -120,6 +123,8 @@ inline bool make_schedule(long long tiles, int splits, long long k_tiles, int wo
   s.units = int(tiles * splits);
   s.splits = splits;
   s.k_tiles = int(k_tiles);
+  s.by_splits = FastDiv(splits);
+  s.by_k_tiles = FastDiv(int(k_tiles));
   if (stream_k && splits == 1 && tiles % workers != 0) {
     const long long sk = tiles < workers ? tiles : tiles % workers;
     if (sk * k_tiles <= 0x7fffffffLL && sk * k_tiles >= workers) {

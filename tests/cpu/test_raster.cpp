@@ -82,4 +82,22 @@ TEST(Raster, SingleTile) {
   EXPECT_EQ(tn, 0);
 }
 
+// The raster by its host-made divisors (what the sm90 kernel walks) equals the plain one.
+TEST(Raster, ByItsDivisorsEqualsThePlainRaster) {
+  auto same = [](int tm, int tn) {
+    const ti::Raster r = ti::make_raster(tm, tn);
+    for (int bid = 0; bid < tm * tn; ++bid) {
+      int m0 = -1, n0 = -1, m1 = -2, n1 = -2;
+      grouped_raster(bid, tm, tn, m0, n0);
+      grouped_raster(bid, r, m1, n1);
+      if (m0 != m1 || n0 != n1) return false;
+    }
+    return true;
+  };
+  for (int tm = 1; tm <= 40; ++tm)
+    for (int tn = 1; tn <= 40; ++tn) ASSERT_TRUE(same(tm, tn)) << tm << " x " << tn;
+  for (auto [tm, tn] : std::vector<std::pair<int, int>>{{1000, 3}, {3, 1000}, {1, 5000}, {5000, 1}, {257, 129}, {777, 13}})
+    ASSERT_TRUE(same(tm, tn)) << tm << " x " << tn;
+}
+
 }  // namespace

@@ -150,7 +150,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) gemm_kernel(const __grid_const
 
     // The tile's coordinates, only now: registers kept across the mainloop spilled a 128x256 tile.
     const TileCoord c = kOneTile ? one_tile_coord<ClusterM, ClusterN>(cta_rank)
-                                 : cta_tile(w.tile, p.tiles_mc, p.tiles_nc, cta_rank, ClusterM, ClusterN);
+                                 : cta_tile(w.tile, p.raster_c, cta_rank, ClusterM, ClusterN);
     if (c.m >= p.tiles_m || c.n >= p.tiles_n) continue;  // a cluster rank past the last tile: nothing to write
 
     // The epilogue (EpiMode, decided by the launch plan): a 16-bit D by TMA store (or direct from

@@ -168,7 +168,7 @@ cudaError_t launch(const GemmParams& p, const Launch& l, cudaStream_t stream) {
     auto go = [&](auto kernel_tag) {
       using TT = typename decltype(kernel_tag)::type;
       KernelParams<TT> kp{q,  TT::make_tma_a(q), TT::make_tma_b(q), {}, {}, {}, {}, l.epi_mode, g.sched, nullptr, nullptr, nullptr,
-                         nullptr, int(g.tiles_m), int(g.tiles_n), int(g.tiles_mc), int(g.tiles_nc), 0, 0,
+                         nullptr, int(g.tiles_m), int(g.tiles_n), make_raster(int(g.tiles_mc), int(g.tiles_nc)), 0, 0,
                          0, nullptr, 0, TT::kPromote && l.promote};
       if constexpr (TT::kL2Warm) (q.m > q.n ? kp.prefetch_a : kp.prefetch_b) = l.l2_warm;  // the weights
       promote_l2_256(kp.tma_a, q.a, q.lda, q.batch_stride_a, sizeof(typename TT::Element));

@@ -106,7 +106,7 @@ struct Mainloop {
       } else {
         Walk first(p.sched, int(blockIdx.x) / kCluster);
         if (WorkItem w; first.next(p.sched, int(blockIdx.x) / kCluster, int(gridDim.x) / kCluster, w))
-          warm(cta_tile(w.tile, p.tiles_mc, p.tiles_nc, cta_rank, ClusterM, ClusterN), w.kt_begin, w.kt_end);
+          warm(cta_tile(w.tile, p.raster_c, cta_rank, ClusterM, ClusterN), w.kt_begin, w.kt_end);
       }
     }
     __syncwarp();
@@ -136,7 +136,7 @@ struct Mainloop {
     };
     for (WorkItem w; next_item(w);) {
       const TileCoord c = T::kOneTile ? one_tile_coord<ClusterM, ClusterN>(cta_rank)
-                                      : cta_tile(w.tile, p.tiles_mc, p.tiles_nc, cta_rank, ClusterM, ClusterN);
+                                      : cta_tile(w.tile, p.raster_c, cta_rank, ClusterM, ClusterN);
       const int la = g.batch_stride_a ? c.l : 0, lb = g.batch_stride_b ? c.l : 0;
       for (int kt = w.kt_begin; kt < w.kt_end; ++kt) {
         if (!cluster_ready) {  // one thread: the unaligned form of cluster_wait
@@ -211,7 +211,7 @@ struct Mainloop {
     if constexpr (T::kPromote) clear(total);
     [[maybe_unused]] BlockScaleWalk bs;
     if constexpr (T::kBlockScales) {
-      const TileCoord c = cta_tile(w.tile, p.tiles_mc, p.tiles_nc, cta_rank, ClusterM, ClusterN);
+      const TileCoord c = cta_tile(w.tile, p.raster_c, cta_rank, ClusterM, ClusterN);
       bs.start(p.g, c.m * BM + me.acc_row(), c.n * BN, w.kt_begin, k_count);
     }
     warpgroup_fence_operand(acc);

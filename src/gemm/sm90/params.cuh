@@ -29,7 +29,8 @@ struct KernelParams {
   int* sk_flags;       // stream-K: per CTA, 1 once its partial is published (zeroed by the launcher)
   // Tiles along M and N, and cluster tiles: read from the parameter space where used (computed in
   // the kernel they lived in registers across the persistent loop and spilled the 128x128 tile).
-  int tiles_m, tiles_n, tiles_mc, tiles_nc;
+  int tiles_m, tiles_n;
+  Raster raster_c;  // the cluster tiles' raster (tiles_mc x tiles_nc a batch)
   // L2 warm-up at entry: the first work item's first `prefetch_a` / `prefetch_b` k-tiles of A / B
   // are prefetched into L2 (TMA prefetch: no shared memory, no barrier) while the barriers are set
   // up, before the cluster has synchronised and before the wait for the previous kernel, so that
@@ -74,18 +75,17 @@ __device__ __forceinline__ int grid_size() {
 struct TileCoord {
   int l, m, n;
 };
-__device__ __forceinline__ TileCoord tile_at(int tile, int tiles_m, int tiles_n) {
-  const int per_batch = tiles_m * tiles_n;
+__device__ __forceinline__ TileCoord tile_at(int tile, const Raster& r) {
   TileCoord c;
-  c.l = tile / per_batch;
-  grouped_raster(tile - c.l * per_batch, tiles_m, tiles_n, c.m, c.n);
+  c.l = r.per_batch.div(tile);
+  grouped_raster(tile - c.l * r.per_batch.d, r, c.m, c.n);
   return c;
 }
 // The tile of cluster rank `rank` in cluster tile `ctile` (clusters are cluster_m tiles tall or
 // cluster_n tiles wide; one of the two is 1).
-__device__ __forceinline__ TileCoord cta_tile(int ctile, int tiles_mc, int tiles_nc, int rank, int cluster_m,
+__device__ __forceinline__ TileCoord cta_tile(int ctile, const Raster& raster_c, int rank, int cluster_m,
                                               int cluster_n) {
-  TileCoord c = tile_at(ctile, tiles_mc, tiles_nc);
+  TileCoord c = tile_at(ctile, raster_c);
   c.m = c.m * cluster_m + (cluster_m > 1 ? rank : 0);
   c.n = c.n * cluster_n + (cluster_n > 1 ? rank : 0);
   return c;
