@@ -66,13 +66,13 @@ __device__ __forceinline__ int key_count(const AttnParams& p, int b) {
 template <int BM, int BN, bool Causal>
 __device__ __forceinline__ QueryBlock query_block(const AttnParams& p, int block) {
   QueryBlock q;
-  const int m = block % p.m_blocks, bh = block / p.m_blocks;
+  const int bh = p.by_m_blocks.div(block), m = block - bh * p.m_blocks;
   // Causal: the highest query blocks see the most keys; launch them first (longest-first) so the
   // short ones fill the tail of the grid.
   q.m_block = Causal ? p.m_blocks - 1 - m : m;
-  q.head = bh % p.heads_q;
+  q.head = bh % p.heads_q;  // a division still: as a multiplier it cost the d = 128 tile a stack frame
   q.b = bh / p.heads_q;
-  q.head_kv = q.head / (p.heads_q / p.heads_kv);
+  q.head_kv = p.by_group.div(q.head);
   q.row0 = q.m_block * BM;
   q.seqlen_q = p.seqlen_q;
   q.seqlen_k = p.seqlen_k;

@@ -41,6 +41,8 @@ cudaError_t launch_kernel(Kernel* kernel, int block_m, int threads, int smem_byt
   // Variable-length batches: query blocks of the longest sequence for every one (the CTAs past a
   // shorter sequence's end return at once); none at all when max_seqlen_q is 0.
   p.m_blocks = (planned_rows(p) + block_m - 1) / block_m;
+  p.by_m_blocks = FastDiv(p.m_blocks);
+  p.by_group = FastDiv(p.heads_kv > 0 ? p.heads_q / p.heads_kv : 1);
   const long long blocks = (long long)p.m_blocks * p.heads_q * p.batch;  // < 2^31 (validate)
   if (persistent) {
     int sms = 0;

@@ -2,6 +2,8 @@
 #pragma once
 #include <cstdint>
 
+#include "core/fast_div.hpp"
+
 namespace tessera::attn {
 
 struct AttnParams {
@@ -39,6 +41,9 @@ struct AttnParams {
   // covers blocks [block0, block0 + gridDim.x) (launch_kernel.cuh cuts the grid under an SM budget).
   int m_blocks = 0;          // query blocks per (batch, head)
   int block0 = 0;
+  // The block index's divisors (common.cuh: query_block, per block walked), made with m_blocks
+  // (launch_kernel.cuh): a division by a run-time value is a ~20-instruction chain on the GPU.
+  FastDiv by_m_blocks, by_group;  // m_blocks, heads_q / heads_kv
 };
 
 // The query rows and keys a launch is planned for: the call's, or a variable-length batch's longest.
