@@ -59,15 +59,13 @@ struct Place {
   int64_t ws_row0;  // the tile's first row in the workspace's (batch, KV head, packed row) order
 };
 __device__ __forceinline__ Place place_of(const DecodeParams& p, int tiles, int rt) {
-  int64_t c = p.block0 + blockIdx.x;
-  const int cta_tiles = (p.row_tiles + tiles - 1) / tiles;
+  const int c = int(p.block0) + int(blockIdx.x);  // < 2^31: the plan's CTAs (make_plan)
+  const int bhr = p.by_splits.div(c), bh = p.by_cta_tiles.div(bhr);  // (b, hkv, CTA of tiles), (b, hkv)
   Place w;
-  w.split = int(c % p.splits);
-  c /= p.splits;
-  w.tile = int(c % cta_tiles) * tiles + rt;
-  c /= cta_tiles;
-  w.hkv = int(c % p.a.heads_kv);
-  w.b = int(c / p.a.heads_kv);
+  w.split = c - bhr * p.splits;
+  w.tile = (bhr - bh * p.by_cta_tiles.d) * tiles + rt;
+  w.b = p.by_heads_kv.div(bh);
+  w.hkv = bh - w.b * p.a.heads_kv;
   w.ws_row0 = ((int64_t(w.b) * p.a.heads_kv + w.hkv) * p.row_tiles + w.tile) * kRows;
   return w;
 }
@@ -104,7 +102,8 @@ struct Row {
   int token, head;
 };
 __device__ __forceinline__ Row row_of(const DecodeParams& p, int hkv, int r) {
-  return {r / p.group, hkv * p.group + r % p.group};
+  const int token = p.by_group.div(r);
+  return {token, hkv * p.group + r - token * p.group};
 }
 
 // The fused combine, after a CTA has written its split's partials: the CTA whose split arrives last
@@ -332,12 +331,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) decode_kernel(DecodeParams p) 
   };
   auto block_key = [&](const Share& sh, int step) { return (sh.first + step * kWarps) * kBlockN; };
   auto entry_of = [&](const Share& sh, int step) {
-    return k_rows.table && step < sh.steps ? __ldcg(k_rows.table + block_key(sh, step) / k_rows.page_size) : 0;
+    return k_rows.table && step < sh.steps ? __ldcg(k_rows.table + p.by_page_size.div(block_key(sh, step))) : 0;
   };
   auto place = [&](Share& sh, int entry, int step) {  // this lane's block: step `step`, entry `entry`
     const int key = block_key(sh, step);
     sh.page = k_rows.table ? k_rows.page_of(entry) : 0;
-    sh.in_page = k_rows.table ? key % k_rows.page_size : key;
+    sh.in_page = k_rows.table ? key - p.by_page_size.div(key) * k_rows.page_size : key;
   };
   auto share = [&] {
     Share sh;
@@ -428,7 +427,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) decode_kernel(DecodeParams p) 
   int key_lo[kThrRows], key_hi[kThrRows];
   CUTE_UNROLL
   for (int r = 0; r < kThrRows; ++r) {
-    const int64_t i = (row0 + get<0>(tScS_rc(r, 0))) / p.group + int64_t(n_keys) - a.seqlen_q;
+    const int64_t i = p.by_group.div(row0 + get<0>(tScS_rc(r, 0))) + int64_t(n_keys) - a.seqlen_q;
     key_lo[r] = a.window_left < 0 ? 0 : int(max<int64_t>(0, i - a.window_left));
     key_hi[r] = a.window_right < 0 ? n_keys : int(min<int64_t>(n_keys, max<int64_t>(0, i + a.window_right + 1)));
   }
