@@ -42,7 +42,8 @@ struct AttnParams {
   int m_blocks = 0;          // query blocks per (batch, head)
   int block0 = 0;
   // The block index's divisors (common.cuh: query_block, per block walked), made with m_blocks
-  // (launch_kernel.cuh): a division by a run-time value is a ~20-instruction chain on the GPU.
+  // (launch_kernel.cuh; the decode family makes by_group in decode::run): a division by a run-time
+  // value is a ~20-instruction chain on the GPU.
   FastDiv by_m_blocks, by_group;  // m_blocks, heads_q / heads_kv
 };
 

@@ -26,14 +26,14 @@ TESSERA_HD void grouped_raster(int bid, int tiles_m, int tiles_n, int& tile_m, i
 // the persistent GEMM maps every work item's tile through it between one tile's epilogue and the next
 // tile's mainloop, where divisions by run-time values cost hundreds of cycles.
 struct Raster {
-  int tiles_m = 1, tiles_n = 1;
+  int tiles_m = 1;
   FastDiv per_batch;   // tiles_m * tiles_n
   FastDiv per_group;   // kRasterGroupM * tiles_n
   FastDiv last_group;  // the tile rows of the last group (tiles_m % kRasterGroupM, or kRasterGroupM)
 };
 inline Raster make_raster(int tiles_m, int tiles_n) {
   Raster r;
-  r.tiles_m = tiles_m, r.tiles_n = tiles_n;
+  r.tiles_m = tiles_m;
   r.per_batch = FastDiv(tiles_m * tiles_n);
   r.per_group = FastDiv(kRasterGroupM * tiles_n);
   r.last_group = FastDiv(tiles_m % kRasterGroupM ? tiles_m % kRasterGroupM : kRasterGroupM);

@@ -55,9 +55,9 @@ struct WorkItem {
 };
 
 // Split-K range r of `splits` covers k-tiles [r * k_tiles / splits, (r + 1) * k_tiles / splits).
-TESSERA_HD void k_range(int split, int splits, int k_tiles, int& begin, int& end) {
-  begin = split * k_tiles / splits;
-  end = (split + 1) * k_tiles / splits;
+TESSERA_HD void k_range(int split, const FastDiv& by_splits, int k_tiles, int& begin, int& end) {
+  begin = by_splits.div(split * k_tiles);
+  end = by_splits.div((split + 1) * k_tiles);
 }
 
 // The first streamed tile (the tiles before it are walked data-parallel or split-K).
@@ -78,8 +78,7 @@ class Walk {
       if (unit >= sk_first_tile(s)) return false;  // with stream-K, dp_rounds * workers units exactly
       w.tile = s.by_splits.div(int(unit));
       w.split = int(unit) - w.tile * s.splits;
-      w.kt_begin = s.by_splits.div(w.split * s.k_tiles);  // k_range's
-      w.kt_end = s.by_splits.div((w.split + 1) * s.k_tiles);
+      k_range(w.split, s.by_splits, s.k_tiles, w.kt_begin, w.kt_end);
       ++pos_;
       return true;
     }

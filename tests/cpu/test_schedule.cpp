@@ -42,8 +42,8 @@ std::string check(long long tiles, int splits, int k_tiles, int workers, bool st
     if (w.tile < 0 || w.tile >= tiles || w.kt_begin < 0 || w.kt_end > k_tiles || w.kt_begin > w.kt_end)
       return "item out of range" + at;
     if (s.splits > 1) {
-      int b, e;
-      ti::k_range(w.split, s.splits, k_tiles, b, e);
+      // The layout the split-K fold expects: range r covers [r * k_tiles / splits, (r + 1) * k_tiles / splits).
+      const int b = w.split * k_tiles / splits, e = (w.split + 1) * k_tiles / splits;
       if (b != w.kt_begin || e != w.kt_end) return "split-K range mismatch" + at;
     }
     for (int k = w.kt_begin; k < w.kt_end; ++k) ++covered[size_t(w.tile) * k_tiles + k];

@@ -109,10 +109,10 @@ struct DecodeParams {
   // splits > 1: the launch's arrival counts (arrival_counters), 8 bits per (batch, KV head, row tile);
   // null: the combine kernel merges the splits.
   unsigned* arrivals = nullptr;
-  // The decode kernel's divisors, made by run(): a CTA finds its place, its rows' heads and its
-  // blocks' pages by dividing by them at entry, where a run-time divisor costs a ~20-instruction
-  // chain (a 64-bit one a subroutine call) on the way to the first loads.
-  FastDiv by_splits, by_cta_tiles, by_heads_kv, by_group, by_page_size;  // cta_tiles: row tiles / tiles_per_cta
+  // The decode kernel's divisors, made by run() (with a.by_group, the GQA group): a CTA finds its
+  // place, its rows' heads and its blocks' pages by dividing by them at entry, where a run-time
+  // divisor costs a ~20-instruction chain (a 64-bit one a subroutine call) on the way to the first loads.
+  FastDiv by_splits, by_cta_tiles, by_heads_kv, by_page_size;  // cta_tiles: row tiles / tiles_per_cta
 };
 
 // The fused combine's counters: in a launch slot (attention/launch_slots.hpp), an 8-bit count per

@@ -102,7 +102,7 @@ struct Row {
   int token, head;
 };
 __device__ __forceinline__ Row row_of(const DecodeParams& p, int hkv, int r) {
-  const int token = p.by_group.div(r);
+  const int token = p.a.by_group.div(r);
   return {token, hkv * p.group + r - token * p.group};
 }
 
@@ -427,7 +427,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) decode_kernel(DecodeParams p) 
   int key_lo[kThrRows], key_hi[kThrRows];
   CUTE_UNROLL
   for (int r = 0; r < kThrRows; ++r) {
-    const int64_t i = p.by_group.div(row0 + get<0>(tScS_rc(r, 0))) + int64_t(n_keys) - a.seqlen_q;
+    const int64_t i = p.a.by_group.div(row0 + get<0>(tScS_rc(r, 0))) + int64_t(n_keys) - a.seqlen_q;
     key_lo[r] = a.window_left < 0 ? 0 : int(max<int64_t>(0, i - a.window_left));
     key_hi[r] = a.window_right < 0 ? n_keys : int(min<int64_t>(n_keys, max<int64_t>(0, i + a.window_right + 1)));
   }

@@ -80,7 +80,7 @@ cudaError_t run(int d, bool bf16, const AttnParams& a, const Plan& pl, void* wor
   p.by_splits = FastDiv(pl.splits);
   p.by_cta_tiles = FastDiv((pl.row_tiles + pl.tiles_per_cta - 1) / pl.tiles_per_cta);
   p.by_heads_kv = FastDiv(int(a.heads_kv));
-  p.by_group = FastDiv(pl.group);
+  p.a.by_group = FastDiv(pl.group);
   p.by_page_size = FastDiv(p.page_size);
   if (pl.splits > 1) {
     const size_t rows = size_t(a.batch) * size_t(a.heads_kv) * size_t(pl.row_tiles) * kRows;
