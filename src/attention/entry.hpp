@@ -18,9 +18,9 @@ AttnParams params_of(const AttentionArgs& args);
 
 // Whether decode calls launch as programmatic dependent launches (decode::run's dependent_launch;
 // decode_dependent_launch: on this device, cc 9.x only).
-// Off: a call launched early behind the previous one (another decode call, back to back) prefetched
-// its K and V into L2 there, evicting what that call had prefetched; back-to-back calls ran 5-11%
-// slower with it.
+// Off: behind the GEMM that precedes attention in a decode step an early launch gains nothing, and
+// calls of many CTAs, back to back or between GEMMs, run slower with it (docs/PERF.md); only small
+// calls back to back would gain.
 constexpr bool kDecodeDependentLaunch = false;
 inline bool decode_dependent_launch(const detail::DeviceInfo& dev) {
   return kDecodeDependentLaunch && dev.cc_major == 9;
