@@ -875,8 +875,9 @@ TEST(Heuristic, F32OperandsTakeTheTf32Rows) {
 }
 
 // The skinny kernel's W rows per CTA: one n8 tile where the grid fits one wave (two CTAs per SM)
-// or never will, else the fewest of two or three that make it fit; batches and an SM budget count;
-// past 16 rows of X always one (their kernel has no other).
+// or never will, else the fewest of two or three that make it fit; three again from 30 waves of
+// one-tile CTAs; batches and an SM budget count; past 16 rows of X always one (their kernel has no
+// other).
 TEST(SkinnyGemm, WeightTilesFitOneWave) {
   namespace sk = ti::skinny;
   for (int x : {1, 8, 16}) {
@@ -886,7 +887,14 @@ TEST(SkinnyGemm, WeightTilesFitOneWave) {
     EXPECT_EQ(sk::w_tiles(x, 5632, 1, 132), 3);   // 704 groups: 235 CTAs of 24 rows
     EXPECT_EQ(sk::w_tiles(x, 6336, 1, 132), 3);   // 792 groups: the most three tiles fit
     EXPECT_EQ(sk::w_tiles(x, 6344, 1, 132), 1);   // 793: several waves anyway
-    EXPECT_EQ(sk::w_tiles(x, 32000, 1, 132), 1);
+    EXPECT_EQ(sk::w_tiles(x, 32000, 1, 132), 1);   // 4000 CTAs of 8 rows: 15 waves
+    EXPECT_EQ(sk::w_tiles(x, 63352, 1, 132), 1);   // 7919 CTAs: just under 30 waves
+    EXPECT_EQ(sk::w_tiles(x, 63360, 1, 132), 3);   // 7920: 30 waves, 24-row CTAs
+    EXPECT_EQ(sk::w_tiles(x, 128256, 1, 132), 3);  // Llama 3's vocabulary
+    EXPECT_EQ(sk::w_tiles(x, 31000, 2, 132), 1);   // batches count: 7750 CTAs
+    EXPECT_EQ(sk::w_tiles(x, 32000, 2, 132), 3);   // 8000
+    EXPECT_EQ(sk::w_tiles(x, 16000, 1, 66), 1);    // an SM budget counts: 2000 CTAs on 132 slots
+    EXPECT_EQ(sk::w_tiles(x, 32000, 1, 66), 3);    // 4000 on 132 slots: 30 waves
     EXPECT_EQ(sk::w_tiles(x, 2048, 2, 132), 2);   // two batches of 256 groups
     EXPECT_EQ(sk::w_tiles(x, 5632, 1, 66), 1);    // an SM budget of 66: 235 CTAs do not fit 132 slots
   }

@@ -266,7 +266,8 @@ TEST_F(GemmF32, Tf32AndTf32x3OnEveryConfigThatRunsThem) {
 
 // The skinny kernel on decode shapes: every side of at most 64 rows in both orientations (a column-
 // major D makes the tokens canonical N), ragged K (padded into the workspace), the fused epilogue,
-// batches; forced, and what the heuristic picks for the decode rows.
+// batches, a W of 30+ waves of 8-row CTAs (24-row CTAs, a ragged last one); forced, and what the
+// heuristic picks for the decode rows.
 class GemmSkinny : public GpuTest {
  public:
   static void TearDownTestSuite() { tt::print_summary("GemmSkinny"); }
@@ -275,7 +276,7 @@ class GemmSkinny : public GpuTest {
 TEST_F(GemmSkinny, DecodeShapes) {
   const std::string skinny = ti::skinny_config().name;
   for (int64_t tokens : {1, 2, 7, 16, 17, 33, 64})
-    for (auto [w, k] : {std::pair<int64_t, int64_t>{2048, 2048}, {520, 1000}, {24, 5632}, {4099, 136}})
+    for (auto [w, k] : {std::pair<int64_t, int64_t>{2048, 2048}, {520, 1000}, {24, 5632}, {4099, 136}, {70001, 72}})
       for (int combo : {1, 1 | 4})  // "tn" (both K-major) with a row- and a column-major D
         for (const std::string& cfg : {skinny, std::string()}) {
           Case c;
@@ -297,7 +298,8 @@ TEST_F(GemmSkinny, DecodeShapes) {
           }
           expect_support(c);
           check("GemmSkinny", std::string(cfg.empty() ? "heuristic " : "forced ") + dn(c.ab) + "->" + dn(c.dt), c);
-          if (cfg.empty() && c.k % 8 == 0 && tokens <= ti::kSkinnyAutoRows) {  // the heuristic's pick
+          // The heuristic's pick (9-16 rows against more weight rows than one wave: the sm90 tiles).
+          if (cfg.empty() && c.k % 8 == 0 && tokens <= ti::kSkinnyAutoRows && (tokens <= 8 || w <= 6336)) {
             // The same problem at far-apart addresses: selection reads shapes and alignment only.
             tessera::GemmArgs g;
             g.op_a = c.op_a;

@@ -19,15 +19,21 @@ inline bool fits_one_wave(long long rows_w, long long batch, int sms, int tiles 
   return (groups + tiles - 1) / tiles * batch <= (long long)kCtasPerSm * sms;
 }
 
+// Waves of 8-row CTAs from which the CTAs take kMaxWTiles tiles instead (w_tiles).
+constexpr long long kManyWaves = 30;
+
 // n8 tiles of W per CTA (kernel.cuh kNT) for `rows_x` rows of X: the fewest that fit the grid in one
 // wave on `sms` SMs, where every CTA asks DRAM for all of its W at entry; a grid of several waves
-// even so keeps one (8 rows per CTA: short CTAs keep the stream steady), as do more than 16 rows of
-// X (their kernel has one tile only).
+// even so keeps one (8 rows per CTA: short CTAs keep the stream steady, and a last wave of 24-row
+// CTAs idles more of the GPU), as do more than 16 rows of X (their kernel has one tile only). Past
+// kManyWaves waves (a vocabulary-sized W, ~64k rows on 132 SMs) the CTAs' start-up outweighs that
+// last wave: kMaxWTiles.
 inline int w_tiles(long long rows_x, long long rows_w, long long batch, int sms) {
   if (rows_x > 16) return 1;
   for (int nt = 1; nt <= kMaxWTiles; ++nt)
     if (fits_one_wave(rows_w, batch, sms, nt)) return nt;
-  return 1;
+  const long long ctas = (rows_w + 7) / 8 * batch, wave = (long long)kCtasPerSm * sms;
+  return ctas >= kManyWaves * wave ? kMaxWTiles : 1;
 }
 
 // Runs D = A B^T for `p` (A/B dtype `ab_dtype`, both K-major), the smaller of M and N <= kMaxRows,
