@@ -171,6 +171,19 @@ def ref_attention(q, k, v, causal, scale, window, softcap, perturb):
     return o, lse, vis
 
 
+def sequence_error(o, q, k, v, causal, window, softcap, perturb):
+    """One sequence, o and q [1, Sq, Hq, D], k and v [1, Sk, Hkv, D] (Sk may be 0): (the relative error
+    over the rows that see a key, whether a row that sees none is not zero)."""
+    if k.shape[1] == 0:
+        return 0.0, not bool((o == 0).all())
+    ref, _, vis = ref_attention(q, k, v, causal, 1.0 / math.sqrt(q.shape[-1]), window, softcap, perturb)
+    rows = vis.any(dim=1)
+    err = 0.0
+    if rows.any():
+        err = (((o.double() - ref)[:, rows]).norm() / max(ref[:, rows].norm().item(), 1e-30)).item()
+    return err, bool((~rows).any()) and not bool((o[0][~rows] == 0).all())
+
+
 def rand_qkv(b, sq, sk, hq, hkv, d, dtype, gen):
     """BSHD q, k, v: contiguous, views of a packed QKV, of BHSD tensors, or with padded strides."""
     kind = gen.choice(["plain", "plain", "packed", "bhsd_view", "noncontig_seq"])
@@ -300,18 +313,10 @@ def random_kvcache(gen, n, note):
                     note(False, desc + " cache after append differs")
                     continue
             torch.cuda.synchronize()
-            worst = 0.0
-            empty_bad = False
-            for bi in range(b):
-                n_keys = seqlens[bi] + s_new
-                ref, lse_ref, vis = ref_attention(q[bi:bi + 1], kref[bi:bi + 1, :n_keys], vref[bi:bi + 1, :n_keys], causal,
-                                                  1.0 / math.sqrt(d), window, softcap, note.perturb)
-                rows_ok = vis.any(dim=1) if n_keys > 0 else torch.zeros(sq, dtype=torch.bool, device=dev)
-                if rows_ok.any():
-                    e = ((o[bi:bi + 1].double() - ref)[:, rows_ok]).norm() / max(ref[:, rows_ok].norm().item(), 1e-30)
-                    worst = max(worst, e.item())
-                if (~rows_ok).any() and not (o[bi][~rows_ok] == 0).all():
-                    empty_bad = True
+            checks = [sequence_error(o[bi:bi + 1], q[bi:bi + 1], kref[bi:bi + 1, :seqlens[bi] + s_new],
+                                     vref[bi:bi + 1, :seqlens[bi] + s_new], causal, window, softcap, note.perturb)
+                      for bi in range(b)]
+            worst, empty_bad = max(c[0] for c in checks), any(c[1] for c in checks)
             tol = 1e-2 if dtype == torch.bfloat16 else 2e-3
             finite = torch.isfinite(o).all().item()
             note(bool(finite and worst <= tol and not empty_bad),
@@ -345,23 +350,13 @@ def random_varlen(gen, n, note):
             o, lse = tessera.attention_varlen(q, k, v, cq, ck, max(lq), max(lk), causal=causal, window=window,
                                               softcap=softcap, return_lse=True)
             torch.cuda.synchronize()
-            worst, empty_bad = 0.0, False
+            checks = [(0.0, False)]
             for bi in range(bsz):
                 q0, q1, k0, k1 = int(cq[bi]), int(cq[bi + 1]), int(ck[bi]), int(ck[bi + 1])
-                if q1 == q0:
-                    continue
-                ob = o[q0:q1].unsqueeze(0)
-                if k1 == k0:
-                    empty_bad |= not (ob == 0).all().item()
-                    continue
-                ref, lse_ref, vis = ref_attention(q[q0:q1].unsqueeze(0), k[k0:k1].unsqueeze(0), v[k0:k1].unsqueeze(0),
-                                                  causal, 1.0 / math.sqrt(d), window, softcap, note.perturb)
-                rows_ok = vis.any(dim=1)
-                if rows_ok.any():
-                    e = ((ob.double() - ref)[:, rows_ok]).norm() / max(ref[:, rows_ok].norm().item(), 1e-30)
-                    worst = max(worst, e.item())
-                if (~rows_ok).any() and not (ob[0][~rows_ok] == 0).all():
-                    empty_bad = True
+                if q1 > q0:
+                    checks.append(sequence_error(o[q0:q1].unsqueeze(0), q[q0:q1].unsqueeze(0), k[k0:k1].unsqueeze(0),
+                                                 v[k0:k1].unsqueeze(0), causal, window, softcap, note.perturb))
+            worst, empty_bad = max(c[0] for c in checks), any(c[1] for c in checks)
             tol = 1e-2 if dtype == torch.bfloat16 else 2e-3
             finite = torch.isfinite(o).all().item() if o.numel() else True
             note(bool(finite and worst <= tol and not empty_bad),
