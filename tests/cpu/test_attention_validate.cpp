@@ -947,11 +947,17 @@ TEST(DecodePlan, SplitsFillTheGpuAndCoverEveryKeyOnce) {
         EXPECT_LT(int64_t(p.splits - 1) * p.blocks_per_split, blocks);
         EXPECT_EQ(p.ctas, batch * 8 * p.row_tiles * p.splits);
         // A split is never shorter than kMinBlocksPerWarp blocks per warp, unless there is one.
-        if (p.splits > 1) EXPECT_GE(p.blocks_per_split, dec::kWarps * dec::kMinBlocksPerWarp);
+        if (p.splits > 1) {
+          EXPECT_GE(p.blocks_per_split, dec::kWarps * dec::kMinBlocksPerWarp);
+        }
         // Enough work items for the GPU where the keys allow it, and no splits once the batch does.
         const int64_t units = batch * 8;
-        if (units >= int64_t(sms)) EXPECT_EQ(p.splits, 1);  // one contiguous row tile: a wave is a CTA per SM
-        if (p.splits > 1) EXPECT_LE(p.ctas, int64_t(sms) * 2);  // one wave
+        if (units >= int64_t(sms)) {
+          EXPECT_EQ(p.splits, 1);  // one contiguous row tile: a wave is a CTA per SM
+        }
+        if (p.splits > 1) {
+          EXPECT_LE(p.ctas, int64_t(sms) * 2);  // one wave
+        }
         EXPECT_EQ(p.workspace_bytes, dec::workspace_bytes(batch, 8, p.row_tiles, p.splits, 128));
         EXPECT_EQ(p.workspace_bytes == 0, p.splits == 1);
       }

@@ -823,7 +823,9 @@ TEST(Heuristic, Fp8OperandsTakeTheFp8Rows) {
 // only the rows that promote.
 TEST(Heuristic, Fp8BlockScalesTakeOnlyTheBlockRows) {
   for (const Config& c : configs())
-    if (c.kernel == Kernel::Sm90) EXPECT_EQ(c.fp8_block, ti::sm90::has_fp8_block(c.id)) << c.name;
+    if (c.kernel == Kernel::Sm90) {
+      EXPECT_EQ(c.fp8_block, ti::sm90::has_fp8_block(c.id)) << c.name;
+    }
   EXPECT_TRUE(ti::find_config(kSm90Pair192)->fp8_promote);
   EXPECT_FALSE(ti::find_config(kSm90Pair192)->fp8_block);
   for (long long m : {1LL, 128LL, 1000LL, 4096LL, 16384LL})
