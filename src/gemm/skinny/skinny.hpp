@@ -26,8 +26,8 @@ constexpr long long kManyWaves = 30;
 // wave on `sms` SMs, where every CTA asks DRAM for all of its W at entry; a grid of several waves
 // even so keeps one (8 rows per CTA: short CTAs keep the stream steady, and a last wave of 24-row
 // CTAs idles more of the GPU), as do more than 16 rows of X (their kernel has one tile only). Past
-// kManyWaves waves (a vocabulary-sized W, ~64k rows on 132 SMs) the CTAs' start-up outweighs that
-// last wave: kMaxWTiles.
+// kManyWaves waves (a vocabulary-sized W, ~64k rows on 132 SMs) kMaxWTiles: so many short CTAs'
+// start-ups outweigh that last wave (docs/PERF.md has the scan).
 inline int w_tiles(long long rows_x, long long rows_w, long long batch, int sms) {
   if (rows_x > 16) return 1;
   for (int nt = 1; nt <= kMaxWTiles; ++nt)
