@@ -237,13 +237,14 @@ bool decode_plan_on(const detail::DeviceInfo& dev, int64_t batch, int64_t seqlen
   const int per_sm = decode::ctas_per_sm(d, dev.smem_optin + 1024);  // + the CTA's reserved 1 KB
   if (per_sm < 1) return false;
   const int sms = max_sms > 0 && max_sms < dev.sm_count ? max_sms : dev.sm_count;
-  *out = decode::make_plan(batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, sms, per_sm, workspace_bytes, window_left);
+  *out = decode::make_plan(batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, sms, per_sm, workspace_bytes, window_left,
+                           decode::cluster_limit_for(dev.cc_major, max_sms, detail::environment().attn_arch == 80));
   return true;
 }
 
 detail::DeviceInfo workspace_bound_device(int64_t head_dim) {
   detail::DeviceInfo big;
-  big.cc_major = 9;
+  big.cc_major = 8;  // no cluster combine: its plans need no workspace, and the bound is for every GPU
   big.sm_count = 256;
   big.smem_optin = 4 * (decode::smem_bytes(int(head_dim)) + 1024);
   return big;

@@ -1046,6 +1046,76 @@ TEST(DecodePlan, WorkspaceLimitsTheSplits) {
   EXPECT_LE(half.workspace_bytes, full.workspace_bytes / 2);
 }
 
+TEST(DecodePlan, FewSplitsOfOneTileCombineInACluster) {
+  const int hopper = dec::cluster_limit_for(9, 0, false);
+  EXPECT_EQ(hopper, dec::kMaxClusterSplits);
+  EXPECT_EQ(dec::cluster_limit_for(8, 0, false), 0);   // Ampere: no clusters
+  EXPECT_EQ(dec::cluster_limit_for(10, 0, false), 0);  // a newer GPU runs the compute_80 PTX
+  EXPECT_EQ(dec::cluster_limit_for(9, 66, false), 0);  // an SM budget launches in chunks
+  EXPECT_EQ(dec::cluster_limit_for(9, 0, true), 0);    // TESSERA_ATTN_ARCH=80
+  // B1 1k, GQA 32/8, d128: 8 splits of one tile -> one cluster each, no workspace; the same split
+  // count as without clusters.
+  const dec::Plan c = dec::make_plan(1, 1, 1024, 32, 8, 128, 132, 2, SIZE_MAX, -1, hopper);
+  const dec::Plan g = dec::make_plan(1, 1, 1024, 32, 8, 128, 132, 2, SIZE_MAX);
+  EXPECT_EQ(c.splits, 8);
+  EXPECT_EQ(c.splits, g.splits);
+  EXPECT_EQ(c.ctas, g.ctas);
+  EXPECT_TRUE(c.cluster_combine);
+  EXPECT_EQ(c.workspace_bytes, 0u);
+  EXPECT_FALSE(g.cluster_combine);
+  EXPECT_GT(g.workspace_bytes, 0u);
+  // No workspace given: the clusters keep their splits (without clusters, one split).
+  EXPECT_EQ(dec::make_plan(1, 1, 1024, 32, 8, 128, 132, 2, 0, -1, hopper).splits, 8);
+  EXPECT_EQ(dec::make_plan(1, 1, 1024, 32, 8, 128, 132, 2, 0).splits, 1);
+  // More splits than a cluster holds (B1 8k: 16): the workspace combine.
+  const dec::Plan many = dec::make_plan(1, 1, 8192, 32, 8, 128, 132, 2, SIZE_MAX, -1, hopper);
+  EXPECT_EQ(many.splits, 16);
+  EXPECT_FALSE(many.cluster_combine);
+  EXPECT_EQ(many.workspace_bytes, dec::workspace_bytes(1, 8, 1, 16, 128));
+  // One split: nothing to combine.
+  const dec::Plan one = dec::make_plan(32, 1, 1024, 32, 8, 128, 132, 2, SIZE_MAX, -1, hopper);
+  EXPECT_EQ(one.splits, 1);
+  EXPECT_FALSE(one.cluster_combine);
+  // Two row tiles in a CTA (Sq 4 x 8 heads per KV head at d128): the workspace combine.
+  const dec::Plan two = dec::make_plan(8, 4, 32768, 64, 8, 128, 132, 4, SIZE_MAX, -1, hopper);
+  EXPECT_EQ(two.tiles_per_cta, 2);
+  EXPECT_FALSE(two.cluster_combine);
+  // Pairs of splits: clusters of two (B8 1k, GQA 32/8, d128: 64 units x 2 splits).
+  const dec::Plan pairs = dec::make_plan(8, 1, 1024, 32, 8, 128, 132, 2, SIZE_MAX, -1, hopper);
+  EXPECT_EQ(pairs.splits, 2);
+  EXPECT_TRUE(pairs.cluster_combine);
+  // Larger clusters only in grids of at most half the wave's slots: B1 1k MHA d128 is 32 units x 4
+  // splits = 128 CTAs on 132 SMs (one a SM): the workspace combine; B8 32k GQA 64/8 d64 likewise
+  // (64 units x 4 splits, two CTAs a SM).
+  const dec::Plan mha = dec::make_plan(1, 1, 1024, 32, 32, 128, 132, 2, SIZE_MAX, -1, hopper);
+  EXPECT_EQ(mha.splits, 4);
+  EXPECT_FALSE(mha.cluster_combine);
+  const dec::Plan d64 = dec::make_plan(8, 1, 32768, 64, 8, 64, 132, 4, SIZE_MAX, -1, hopper);
+  EXPECT_EQ(d64.splits, 4);
+  EXPECT_FALSE(d64.cluster_combine);
+  // Several one-tile CTAs per (batch, KV head) (48 rows, d64): clusters per tile where they combine.
+  const dec::Plan tiles = dec::make_plan(1, 3, 4096, 16, 1, 64, 132, 4, SIZE_MAX, -1, hopper);
+  EXPECT_EQ(tiles.row_tiles, 3);
+  EXPECT_EQ(tiles.tiles_per_cta, 1);
+  // Every cluster plan: 2..kMaxClusterSplits splits, a whole number of clusters, no workspace; every
+  // plan of 2 splits, or of few enough CTAs, is one.
+  for (int64_t sk : {1, 16, 100, 1024, 4096, 8192, 1 << 17})
+    for (int64_t batch : {1, 2, 8, 64})
+      for (int d : {64, 96, 128, 256}) {
+        const dec::Plan p = dec::make_plan(batch, 1, sk, 32, 8, d, 132, dec::ctas_per_sm(d, 228 * 1024), SIZE_MAX, -1, hopper);
+        SCOPED_TRACE("sk " + std::to_string(sk) + " batch " + std::to_string(batch) + " d " + std::to_string(d));
+        if (p.cluster_combine) {
+          EXPECT_GE(p.splits, 2);
+          EXPECT_LE(p.splits, dec::kMaxClusterSplits);
+          EXPECT_EQ(p.ctas % p.splits, 0);
+          EXPECT_EQ(p.workspace_bytes, 0u);
+        }
+        if (p.splits == 2 || (p.splits > 1 && p.splits <= dec::kMaxClusterSplits && p.ctas <= 66)) {
+          EXPECT_TRUE(p.cluster_combine);
+        }
+      }
+}
+
 TEST(DecodePlan, SharedMemoryDecidesCtasPerSm) {
   EXPECT_EQ(dec::ctas_per_sm(128, 228 * 1024), 2);  // H100
   EXPECT_EQ(dec::ctas_per_sm(64, 228 * 1024), 4);

@@ -5,9 +5,9 @@
 // The query heads that share a KV head and the Sq tokens are packed into the rows of one 16-row tile
 // (packed row = token * group + head in group), so each K/V block is read once per KV head rather
 // than once per query head. When (batch x KV heads x row tiles) cannot fill the GPU, the keys are split
-// across CTAs ("split-KV"): each writes its rows' normalised partial O and log-sum-exp to the
-// workspace, and a second kernel combines them, weighting each split by exp(lse_split - lse), in
-// split order (deterministic).
+// across CTAs ("split-KV"): each has its rows' normalised partial O and log-sum-exp, and they are
+// combined with the weights exp(lse_split - lse), in split order (deterministic): across a cluster of
+// the splits' CTAs (few splits, Hopper), by the last split to finish, or by a second kernel.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -23,6 +23,9 @@ constexpr int kRows = 16;        // packed query rows per CTA (one m16 MMA tile)
 constexpr int kWarps = 4;        // per CTA; each warp walks its own key blocks
 constexpr int kBlockN = 16;      // keys per warp step
 constexpr int kMaxSplits = 128;
+// Up to this many splits of a one-tile CTA combine across a thread-block cluster (Hopper): the
+// portable cluster size.
+constexpr int kMaxClusterSplits = 8;
 constexpr int kPrefetchBytes = 64 * 1024;  // K/V a CTA asks of L2 at entry beyond its ring (kernel.cuh)
 // A split covers at least this many key blocks per warp: shorter ones would spend more on the
 // combine's reads and writes than they save.
@@ -64,7 +67,10 @@ struct Plan {
   int splits = 1;            // key ranges per (batch, KV head, row tile), from key_block0 on
   int blocks_per_split = 1;  // key blocks (kBlockN keys) per split
   int64_t ctas = 0;          // batch * heads_kv * ceil(row_tiles / tiles_per_cta) * splits
-  size_t workspace_bytes = 0;  // what `splits` needs (0 when 1)
+  // The splits of a row tile combine across a cluster of their CTAs (combine_in_cluster): 2..cluster_limit
+  // splits of one-tile CTAs, more than 2 only in grids of at most half a wave. No workspace then.
+  bool cluster_combine = false;
+  size_t workspace_bytes = 0;  // what `splits` needs (0 when 1 or cluster_combine)
 };
 
 // Bytes of workspace for `splits` key ranges: each packed row's fp32 O (d values) and LSE per split.
@@ -80,9 +86,15 @@ size_t workspace_bytes(int64_t batch, int64_t heads_kv, int row_tiles, int split
 // d = 64), the extra ones only where each warp still walks kMinBlocksPerWarpExtraCtas blocks.
 // Contiguous and paged caches alike: more CTAs than that did not hide the pages' scattered reads,
 // fewer and longer splits did as well.
-// window_left: the call's left window (-1: none).
+// window_left: the call's left window (-1: none). cluster_limit: the most splits a cluster may combine
+// (cluster_limit_for; 0: no clusters), which then need no workspace.
 Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int d, int sms,
-               int ctas_per_sm, size_t workspace_bytes, int64_t window_left = -1);
+               int ctas_per_sm, size_t workspace_bytes, int64_t window_left = -1, int cluster_limit = 0);
+// The cluster_limit of make_plan for a device of compute capability cc_major: kMaxClusterSplits on
+// Hopper (the kernel's cluster combine is in its sm_90a code), unless an SM budget cuts the launch
+// into chunks (max_sms > 0) or TESSERA_ATTN_ARCH=80 asks for the Ampere code paths (sm80_paths; on a
+// Hopper GPU that is also how the compute_80 PTX is tested, which has no cluster combine).
+int cluster_limit_for(int cc_major, int max_sms, bool sm80_paths);
 // CTAs per SM in the wave that make_plan's splits fill (of the ctas_per_sm that fit), before the
 // check on split length; cta_tiles: the CTAs that share a (batch, KV head) and split.
 int wave_ctas_per_sm(int d, int cta_tiles, int ctas_per_sm);
@@ -94,6 +106,7 @@ int ctas_per_sm(int d, int smem_per_sm);
 struct DecodeParams {
   AttnParams a;
   int group = 1, rows = 1, row_tiles = 1, tiles_per_cta = 1, key_block0 = 0, splits = 1, blocks_per_split = 1;
+  bool cluster_combine = false;  // Plan::cluster_combine: a launch in clusters of `splits` CTAs
   int64_t block0 = 0;     // first CTA of this launch (SM budget: launches of at most max_sms CTAs)
   // A KV cache (attention_with_kvcache): batch b has min(cache_seqlens[b], a.seqlen_k - seqlen_new)
   // + seqlen_new keys (the new ones already appended); null: every batch has a.seqlen_k. Paged: K/V

@@ -12,6 +12,7 @@
 // mostly idle, and the rows that padding adds cost no traffic.
 #pragma once
 
+#include <cooperative_groups.h>
 #include <cute/tensor.hpp>
 
 #include "attention/common.cuh"
@@ -180,13 +181,74 @@ __device__ __forceinline__ void combine_if_last(const DecodeParams& p, const Pla
   }
 }
 
+// The cluster combine (plan.cluster_combine): the CTAs of one row tile's splits form a cluster, each
+// holding its split's normalised O and LSE in its own shared memory (`result`: kRows x D floats, then
+// kRows LSEs, base 2). After a cluster barrier the CTAs share out the tile's (row, 8 columns) items
+// and read every split's values across the cluster (distributed shared memory): no workspace, no
+// counter, no round trip through L2. Sums in split order with the weights of combine_if_last. A
+// second barrier keeps every CTA's shared memory alive until the others have read it. Hopper SASS
+// only: the plan asks for it on cc 9.x only, and an older build of this kernel traps instead of
+// leaving O unwritten.
+template <class Element, int D>
+__device__ __forceinline__ void combine_in_cluster(const DecodeParams& p, const Place& w, int row0, float* result) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  constexpr int kThreads = 32 * kWarps;
+  static_assert(kMaxClusterSplits <= 8, "a portable cluster");
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every split's result is in its CTA's shared memory
+  const AttnParams& a = p.a;
+  const int splits = p.splits, rank = int(cluster.block_rank()), rows = min(kRows, p.rows - row0);
+  const float* split_result[kMaxClusterSplits];
+  CUTE_UNROLL
+  for (int s = 0; s < kMaxClusterSplits; ++s) split_result[s] = cluster.map_shared_rank(result, s < splits ? s : 0);
+  for (int i = rank * kThreads + int(threadIdx.x); i < rows * (D / 8); i += splits * kThreads) {
+    const int r = i / (D / 8), c = i % (D / 8) * 8;
+    float lse[kMaxClusterSplits], mx = -INFINITY;
+    float4 x0[kMaxClusterSplits], x1[kMaxClusterSplits];
+    CUTE_UNROLL
+    for (int s = 0; s < kMaxClusterSplits; ++s)
+      if (s < splits) {
+        lse[s] = split_result[s][kRows * D + r];
+        x0[s] = *reinterpret_cast<const float4*>(split_result[s] + r * D + c);
+        x1[s] = *reinterpret_cast<const float4*>(split_result[s] + r * D + c + 4);
+        mx = fmaxf(mx, lse[s]);
+      }
+    float o[8] = {}, sum = 0.0f;
+    CUTE_UNROLL
+    for (int s = 0; s < kMaxClusterSplits; ++s)
+      if (s < splits) {
+        const float wgt = mx == -INFINITY ? 0.0f : exp2f(lse[s] - mx);
+        sum += wgt;
+        o[0] += wgt * x0[s].x, o[1] += wgt * x0[s].y, o[2] += wgt * x0[s].z, o[3] += wgt * x0[s].w;
+        o[4] += wgt * x1[s].x, o[5] += wgt * x1[s].y, o[6] += wgt * x1[s].z, o[7] += wgt * x1[s].w;
+      }
+    const float scale = sum > 0.0f ? 1.0f / sum : 0.0f;
+    Element out[8];
+    CUTE_UNROLL
+    for (int e = 0; e < 8; ++e) out[e] = Element(o[e] * scale);
+    const Row q = row_of(p, w.hkv, row0 + r);
+    *reinterpret_cast<uint4*>(static_cast<Element*>(a.o) + w.b * a.o_stride[0] + q.token * a.o_stride[1] +
+                              q.head * a.o_stride[2] + c) = *reinterpret_cast<const uint4*>(out);
+    if (a.lse && c == 0)
+      a.lse[(int64_t(w.b) * a.heads_q + q.head) * a.seqlen_q + q.token] =
+          sum > 0.0f ? (mx + __log2f(sum)) * 0.69314718055994530942f : -INFINITY;
+  }
+  cluster.sync();  // no CTA leaves (and frees its shared memory) while another still reads it
+#else
+  __trap();
+#endif
+}
+
 // After the walk (the rings are free): the warps of a tile meet in smem, O unnormalised (16 x D fp32
 // each), max (scaled, base 2) and sum, then one of their threads per (row, 8 consecutive d) merges
 // them with the weights 2^(max_w - max): O / sum and the LSE to the output (one split) or to the
-// workspace. `area`: the tile's merge area (T::kMergeFloats) over the rings.
+// workspace, or (cluster_result, not null) to the CTA's own shared memory for combine_in_cluster.
+// `area`: the tile's merge area (T::kMergeFloats) over the rings.
 template <class T, class ThrMma, class AccO, class Softmax>
 __device__ __forceinline__ void merge_warps(const DecodeParams& p, const Place& w, int row0, ThrMma const& thr_mma,
-                                            AccO& acc_o, Softmax& softmax, typename T::Element* area) {
+                                            AccO& acc_o, Softmax& softmax, typename T::Element* area,
+                                            float* cluster_result) {
   using Element = typename T::Element;
   constexpr int D = T::D, kThrRows = decltype(size<0>(sm80::rowcol(acc_o.layout())))::value;
   const AttnParams& a = p.a;
@@ -241,6 +303,11 @@ __device__ __forceinline__ void merge_warps(const DecodeParams& p, const Place& 
                                 q.head * a.o_stride[2] + c) = *reinterpret_cast<const uint4*>(out);
       if (a.lse && c == 0)
         a.lse[(int64_t(w.b) * a.heads_q + q.head) * a.seqlen_q + q.token] = lse2 * 0.69314718055994530942f;
+    } else if (cluster_result) {
+      float4* dst = reinterpret_cast<float4*>(cluster_result + r * D + c);
+      dst[0] = make_float4(o[0], o[1], o[2], o[3]);
+      dst[1] = make_float4(o[4], o[5], o[6], o[7]);
+      if (c == 0) cluster_result[kRows * D + r] = lse2;
     } else {
       const int64_t ws_rows = int64_t(a.batch) * a.heads_kv * p.row_tiles * kRows;
       const int64_t row = w.split * ws_rows + w.ws_row0 + r;
@@ -476,11 +543,22 @@ __global__ void __launch_bounds__(T::kThreads, 1) decode_kernel(DecodeParams p) 
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with its ring: the merge area overlays them
 
-  merge_warps<T>(p, w, row0, thr_mma, acc_o, softmax, smem_e + T::kTileElems * T::kTiles + rt * T::kMergeFloats * 2);
+  Element* merge_area = smem_e + T::kTileElems * T::kTiles;
+  // The cluster combine's result area lies past the merge area: other CTAs read it while this one merges.
+  float* cluster_result = reinterpret_cast<float*>(merge_area + T::kTiles * T::kMergeFloats * 2);
+  static_assert((T::kTiles * (T::kTileElems + T::kMergeFloats * 2)) * 2 + kRows * (D + 1) * 4 <= smem_bytes(D, T::kTiles),
+                "the cluster combine's result area fits");
+  const bool in_cluster = T::kTiles == 1 && p.splits > 1 && p.cluster_combine;
+  merge_warps<T>(p, w, row0, thr_mma, acc_o, softmax, merge_area + rt * T::kMergeFloats * 2,
+                 in_cluster ? cluster_result : nullptr);
   static_assert(kRows * (kMaxSplits + 1) * 4 <= smem_bytes(D), "the fused combine's scratch fits");
-  // The plan fuses the combine for calls of one row tile only (kFusedCombineRows).
-  if constexpr (T::kTiles == 1)
-    if (p.splits > 1 && p.arrivals) combine_if_last<Element, D>(p, w, row0, reinterpret_cast<float*>(smem));
+  // The plan combines in the kernel for calls of one row tile per CTA only (kFusedCombineRows, kMaxClusterSplits).
+  if constexpr (T::kTiles == 1) {
+    if (in_cluster)
+      combine_in_cluster<Element, D>(p, w, row0, cluster_result);
+    else if (p.splits > 1 && p.arrivals)
+      combine_if_last<Element, D>(p, w, row0, reinterpret_cast<float*>(smem));
+  }
 }
 
 // One output row of the combine, by one warp: packed row r of (b, hkv) (its query token and head),

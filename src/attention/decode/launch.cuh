@@ -12,19 +12,25 @@ namespace tessera::attn::decode {
 
 // Launches `blocks` CTAs of `kernel` as one grid, or under an SM budget as grids of at most
 // `max_sms` CTAs one after another (launch_kernel.cuh: no CTA waits for another). `dependent`: a
-// programmatic dependent launch (the kernel waits for the previous grid itself).
+// programmatic dependent launch (the kernel waits for the previous grid itself). `cluster` > 1:
+// clusters of that many consecutive CTAs (the plan never asks for them under an SM budget).
 template <class... Params, class... Args>
 cudaError_t launch_chunks(void (*kernel)(Params...), int64_t blocks, int threads, int smem, int max_sms, bool dependent,
-                          cudaStream_t stream, DecodeParams p, Args... args) {
-  cudaLaunchAttribute attr = {};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
+                          int cluster, cudaStream_t stream, DecodeParams p, Args... args) {
+  cudaLaunchAttribute attrs[2] = {};
   cudaLaunchConfig_t cfg = {};
   cfg.blockDim = dim3(threads);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cfg.attrs = &attr;
-  cfg.numAttrs = dependent ? 1 : 0;
+  cfg.attrs = attrs;
+  if (dependent) {
+    attrs[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[cfg.numAttrs++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster > 1) {
+    attrs[cfg.numAttrs].id = cudaLaunchAttributeClusterDimension;
+    attrs[cfg.numAttrs++].val.clusterDim = {unsigned(cluster), 1, 1};
+  }
   const int64_t chunk = max_sms > 0 ? max_sms : blocks;
   for (int64_t first = 0; first < blocks; first += chunk) {
     p.block0 = first;
@@ -50,7 +56,8 @@ cudaError_t launch_decode(const DecodeParams& p, int64_t ctas, int max_sms, bool
   }
   // Under an SM budget the chunks stay plain launches, one after another (a dependent chunk would run
   // beside the one before it, past the budget).
-  return launch_chunks(decode_kernel<T>, ctas, T::kThreads, kSmem, max_sms, dependent_launch && max_sms == 0, stream, p);
+  return launch_chunks(decode_kernel<T>, ctas, T::kThreads, kSmem, max_sms, dependent_launch && max_sms == 0,
+                       p.cluster_combine ? p.splits : 1, stream, p);
 }
 
 template <int D, bool BF16>
@@ -60,11 +67,11 @@ cudaError_t launch(const DecodeParams& p, int64_t ctas, int max_sms, bool depend
   const cudaError_t e = kTiles > 1 && p.tiles_per_cta == kTiles
                             ? launch_decode<Traits<D, BF16, kTiles>>(p, ctas, max_sms, dependent_launch, stream)
                             : launch_decode<Traits<D, BF16>>(p, ctas, max_sms, dependent_launch, stream);
-  if (e != cudaSuccess || p.splits == 1 || p.arrivals) return e;
+  if (e != cudaSuccess || p.splits == 1 || p.arrivals || p.cluster_combine) return e;
   // The combine launches while the splits run and waits for them in the kernel (one launch gap less).
   const int64_t rows = int64_t(p.a.batch) * p.a.heads_q * p.a.seqlen_q;
   return launch_chunks(combine_kernel<typename Traits<D, BF16>::Element, D>, (rows + 3) / 4, 128, 0, max_sms,
-                       dependent_launch && max_sms == 0, stream, p);
+                       dependent_launch && max_sms == 0, 1, stream, p);
 }
 
 }  // namespace tessera::attn::decode

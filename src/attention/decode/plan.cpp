@@ -21,8 +21,12 @@ int wave_ctas_per_sm(int d, int cta_tiles, int ctas_per_sm) {
   return std::clamp(kWaveBytesInFlight / bytes_in_flight(d), 1, std::max(1, ctas_per_sm));
 }
 
+int cluster_limit_for(int cc_major, int max_sms, bool sm80_paths) {
+  return cc_major == 9 && max_sms <= 0 && !sm80_paths ? kMaxClusterSplits : 0;
+}
+
 Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int d, int sms,
-               int ctas_per_sm, size_t workspace_bytes_given, int64_t window_left) {
+               int ctas_per_sm, size_t workspace_bytes_given, int64_t window_left, int cluster_limit) {
   Plan pl;
   pl.group = int(heads_q / heads_kv);
   pl.rows = int(seqlen_q) * pl.group;
@@ -42,9 +46,19 @@ Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_
   // rule's; it holds both tiles' warps and registers, so an SM fits tiles_per_cta times fewer.
   const int wave = wave_ctas_per_sm(d, cta_tiles, std::max(1, ctas_per_sm / pl.tiles_per_cta));
   int64_t splits = splits_for(wave);
-  if (wave > 1 && cta_tiles == 1 && key_blocks / (splits * kWarps) < kMinBlocksPerWarpExtraCtas) splits = splits_for(1);
-  // No more than the workspace holds, and no more CTAs than a 1-D grid walk counts.
-  if (splits > 1 && workspace_bytes_given != SIZE_MAX) {
+  int wave_ctas = wave;
+  if (wave > 1 && cta_tiles == 1 && key_blocks / (splits * kWarps) < kMinBlocksPerWarpExtraCtas) {
+    splits = splits_for(1);
+    wave_ctas = 1;
+  }
+  // Clusters combine the splits of one-tile CTAs: pairs always, larger ones only while the grid takes
+  // at most half the wave's CTA slots (past that the GPU runs some of a cluster's CTAs two to an SM
+  // and the slowest holds the cluster: slower than the workspace combine on long calls).
+  const bool cluster = pl.tiles_per_cta == 1 && splits > 1 && splits <= std::min(cluster_limit, kMaxClusterSplits) &&
+                       (splits == 2 || units * splits * 2 <= int64_t(std::max(1, sms)) * wave_ctas);
+  // No more than the workspace holds (a cluster combine needs none), and no more CTAs than a 1-D grid
+  // walk counts.
+  if (!cluster && splits > 1 && workspace_bytes_given != SIZE_MAX) {
     const size_t per_split = workspace_bytes(batch, heads_kv, pl.row_tiles, 2, d) / 2;
     splits = std::min<int64_t>(splits, int64_t(workspace_bytes_given / per_split));
   }
@@ -54,7 +68,8 @@ Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_
   pl.splits = int((key_blocks + pl.blocks_per_split - 1) / pl.blocks_per_split);
   if (pl.splits < 1) pl.splits = 1;
   pl.ctas = units * pl.splits;
-  pl.workspace_bytes = workspace_bytes(batch, heads_kv, pl.row_tiles, pl.splits, d);
+  pl.cluster_combine = cluster && pl.splits > 1;
+  pl.workspace_bytes = pl.cluster_combine ? 0 : workspace_bytes(batch, heads_kv, pl.row_tiles, pl.splits, d);
   return pl;
 }
 
@@ -77,12 +92,13 @@ cudaError_t run(int d, bool bf16, const AttnParams& a, const Plan& pl, void* wor
   }
   p.splits = pl.splits;
   p.blocks_per_split = pl.blocks_per_split;
+  p.cluster_combine = pl.cluster_combine;
   p.by_splits = FastDiv(pl.splits);
   p.by_cta_tiles = FastDiv((pl.row_tiles + pl.tiles_per_cta - 1) / pl.tiles_per_cta);
   p.by_heads_kv = FastDiv(int(a.heads_kv));
   p.a.by_group = FastDiv(pl.group);
   p.by_page_size = FastDiv(p.page_size);
-  if (pl.splits > 1) {
+  if (pl.splits > 1 && !pl.cluster_combine) {
     const size_t rows = size_t(a.batch) * size_t(a.heads_kv) * size_t(pl.row_tiles) * kRows;
     p.part_o = static_cast<float*>(workspace);
     p.part_lse = p.part_o + size_t(pl.splits) * rows * size_t(d);
