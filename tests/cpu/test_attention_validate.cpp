@@ -1032,7 +1032,8 @@ TEST(DecodePlan, WaveRule) {
   EXPECT_EQ(dec::wave_ctas_per_sm(96, 1, 3), 1);
   EXPECT_EQ(dec::wave_ctas_per_sm(256, 1, 1), 1);
   EXPECT_EQ(dec::wave_ctas_per_sm(128, 2, 2), 2);
-  EXPECT_EQ(dec::wave_ctas_per_sm(64, 8, 4), 4);
+  EXPECT_EQ(dec::wave_ctas_per_sm(64, 8, 4), 3);  // several CTAs on one (batch, KV head): at most 3
+  EXPECT_EQ(dec::wave_ctas_per_sm(64, 2, 2), 2);
 }
 
 TEST(DecodePlan, WorkspaceLimitsTheSplits) {

@@ -33,6 +33,9 @@ constexpr int kMinBlocksPerWarp = 2;
 // K/V bytes per SM that one row tile's wave keeps in flight: a d = 64 CTA alone holds half of it
 // and leaves HBM under-used (H200 the most), d >= 96 CTAs hold it alone.
 constexpr int kWaveBytesInFlight = 64 * 1024;
+// CTAs per SM where several one-tile CTAs read the same (batch, KV head)'s keys (more than 32 packed
+// rows): d = 64 fits four, which ran slower than three (their K/V reads crowd one another's).
+constexpr int kMaxSharedKvCtasPerSm = 3;
 // A second CTA per SM for kWaveBytesInFlight only where each warp still walks this many key blocks:
 // shorter splits cost more in their ramp-up and merge than the bytes in flight gain.
 constexpr int kMinBlocksPerWarpExtraCtas = 8;
@@ -81,7 +84,8 @@ size_t workspace_bytes(int64_t batch, int64_t heads_kv, int row_tiles, int split
 // heads x row tiles (tiles_per_cta to a CTA) cannot fill a wave, as many splits as keep every CTA in
 // that first wave (a second, partial wave of memory-bound CTAs costs more than one split fewer), each
 // split at least kMinBlocksPerWarp key blocks per warp, and no more splits than the workspace holds.
-// A wave (wave_ctas_per_sm) is every CTA slot where several one-tile CTAs share a (batch, KV head);
+// A wave (wave_ctas_per_sm) is every CTA slot, at most kMaxSharedKvCtasPerSm, where several one-tile
+// CTAs share a (batch, KV head);
 // else as many CTAs per SM as keep kWaveBytesInFlight of K/V in flight (one from d = 96 up, two at
 // d = 64), the extra ones only where each warp still walks kMinBlocksPerWarpExtraCtas blocks.
 // Contiguous and paged caches alike: more CTAs than that did not hide the pages' scattered reads,

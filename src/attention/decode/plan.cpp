@@ -16,7 +16,7 @@ size_t workspace_bytes(int64_t batch, int64_t heads_kv, int row_tiles, int split
 int ctas_per_sm(int d, int smem_per_sm) { return smem_per_sm / (smem_bytes(d) + 1024); }  // + the CTA's reserved 1 KB
 
 int wave_ctas_per_sm(int d, int cta_tiles, int ctas_per_sm) {
-  if (cta_tiles > 1) return ctas_per_sm;  // more CTAs in flight gain there
+  if (cta_tiles > 1) return std::min(ctas_per_sm, kMaxSharedKvCtasPerSm);  // more CTAs in flight gain there, to a point
   // Fewer, longer splits, as many per SM as keep the bytes in flight: less to merge.
   return std::clamp(kWaveBytesInFlight / bytes_in_flight(d), 1, std::max(1, ctas_per_sm));
 }
