@@ -1068,36 +1068,29 @@ TEST(DecodePlan, FewSplitsOfOneTileCombineInACluster) {
   // No workspace given: the clusters keep their splits (without clusters, one split).
   EXPECT_EQ(dec::make_plan(1, 1, 1024, 32, 8, 128, 132, 2, 0, -1, hopper).splits, 8);
   EXPECT_EQ(dec::make_plan(1, 1, 1024, 32, 8, 128, 132, 2, 0).splits, 1);
-  // More splits than a cluster holds (B1 8k: 16): the workspace combine.
-  const dec::Plan many = dec::make_plan(1, 1, 8192, 32, 8, 128, 132, 2, SIZE_MAX, -1, hopper);
-  EXPECT_EQ(many.splits, 16);
-  EXPECT_FALSE(many.cluster_combine);
-  EXPECT_EQ(many.workspace_bytes, dec::workspace_bytes(1, 8, 1, 16, 128));
-  // One split: nothing to combine.
-  const dec::Plan one = dec::make_plan(32, 1, 1024, 32, 8, 128, 132, 2, SIZE_MAX, -1, hopper);
-  EXPECT_EQ(one.splits, 1);
-  EXPECT_FALSE(one.cluster_combine);
-  // Two row tiles in a CTA (Sq 4 x 8 heads per KV head at d128): the workspace combine.
-  const dec::Plan two = dec::make_plan(8, 4, 32768, 64, 8, 128, 132, 4, SIZE_MAX, -1, hopper);
-  EXPECT_EQ(two.tiles_per_cta, 2);
-  EXPECT_FALSE(two.cluster_combine);
-  // Pairs of splits: clusters of two (B8 1k, GQA 32/8, d128: 64 units x 2 splits).
-  const dec::Plan pairs = dec::make_plan(8, 1, 1024, 32, 8, 128, 132, 2, SIZE_MAX, -1, hopper);
-  EXPECT_EQ(pairs.splits, 2);
-  EXPECT_TRUE(pairs.cluster_combine);
-  // Larger clusters only in grids of at most half the wave's slots: B1 1k MHA d128 is 32 units x 4
-  // splits = 128 CTAs on 132 SMs (one a SM): the workspace combine; B8 32k GQA 64/8 d64 likewise
-  // (64 units x 4 splits, two CTAs a SM).
-  const dec::Plan mha = dec::make_plan(1, 1, 1024, 32, 32, 128, 132, 2, SIZE_MAX, -1, hopper);
-  EXPECT_EQ(mha.splits, 4);
-  EXPECT_FALSE(mha.cluster_combine);
-  const dec::Plan d64 = dec::make_plan(8, 1, 32768, 64, 8, 64, 132, 4, SIZE_MAX, -1, hopper);
-  EXPECT_EQ(d64.splits, 4);
-  EXPECT_FALSE(d64.cluster_combine);
-  // Several one-tile CTAs per (batch, KV head) (48 rows, d64): clusters per tile where they combine.
-  const dec::Plan tiles = dec::make_plan(1, 3, 4096, 16, 1, 64, 132, 4, SIZE_MAX, -1, hopper);
-  EXPECT_EQ(tiles.row_tiles, 3);
-  EXPECT_EQ(tiles.tiles_per_cta, 1);
+  // (batch, Sq, Sk, Hq, Hkv, d, CTAs an SM fits) -> splits, and whether they combine in a cluster.
+  struct Case {
+    int64_t batch, sq, sk, hq, hkv;
+    int d, per_sm, splits;
+    bool cluster;
+    const char* why;
+  };
+  const Case cases[] = {
+      {1, 1, 8192, 32, 8, 128, 2, 16, false, "more splits than a cluster holds: the workspace combine"},
+      {32, 1, 1024, 32, 8, 128, 2, 1, false, "one split: nothing to combine"},
+      {8, 4, 32768, 64, 8, 128, 4, 2, false, "two row tiles in a CTA: the workspace combine"},
+      {8, 1, 1024, 32, 8, 128, 2, 2, true, "pairs of splits: clusters of two"},
+      {1, 1, 1024, 32, 32, 128, 2, 4, false, "4 splits x 32 units = 128 CTAs, a CTA a SM: over half the wave"},
+      {8, 1, 32768, 64, 8, 64, 4, 4, false, "4 splits x 64 units, two CTAs a SM: over half the wave"},
+      {8, 3, 1024, 16, 1, 64, 4, 8, true, "three one-tile CTAs per (batch, KV head), each tile its cluster"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.why);
+    const dec::Plan p = dec::make_plan(c.batch, c.sq, c.sk, c.hq, c.hkv, c.d, 132, c.per_sm, SIZE_MAX, -1, hopper);
+    EXPECT_EQ(p.splits, c.splits);
+    EXPECT_EQ(p.cluster_combine, c.cluster);
+    EXPECT_EQ(p.workspace_bytes, c.cluster ? 0 : dec::workspace_bytes(c.batch, c.hkv, p.row_tiles, p.splits, c.d));
+  }
   // Every cluster plan: 2..kMaxClusterSplits splits, a whole number of clusters, no workspace; every
   // plan of 2 splits, or of few enough CTAs, is one.
   for (int64_t sk : {1, 16, 100, 1024, 4096, 8192, 1 << 17})
