@@ -1,7 +1,7 @@
 """Decode attention (a few query tokens against a long KV cache) as a CUDA graph replays it:
 tessera.attention vs torch SDPA's cuDNN, flash and memory-efficient backends (issue 26).
 
-    python -m tessera.bench attention --decode [--hbm-gbs 3350] [--json FILE] [--quick] [--pages 16,64,256]
+    python -m tessera.bench attention --decode [--hbm-gbs 3350] [--json FILE] [--quick] [--pages 16,64,256] [--sq 1,4,8]
 
 bf16, layout [B, H, S, D] (SDPA's) with enable_gqa for SDPA; the KV-cache columns time
 tessera.attention_with_kvcache on the same keys as a contiguous cache [B, Sk, Hkv, D] ("cache") and as
@@ -17,13 +17,18 @@ import statistics
 import sys
 
 # (batch, Sq, Sk, Hq, Hkv, D)
-FULL = [(b, sq, sk, hq, hkv, d)
-        for d in (128, 64)
-        for (hq, hkv) in ((32, 8), (64, 8), (32, 32))
-        for b in (1, 8, 32)
-        for sk in (1024, 8192, 32768)
-        for sq in (1, 4)
-        if b * hkv * sk * d * 4 <= (2 << 30)]  # K + V at most 2 GiB
+def full_shapes(sqs=(1, 4)):
+    """The full grid at these query lengths (K + V at most 2 GiB)."""
+    return [(b, sq, sk, hq, hkv, d)
+            for d in (128, 64)
+            for (hq, hkv) in ((32, 8), (64, 8), (32, 32))
+            for b in (1, 8, 32)
+            for sk in (1024, 8192, 32768)
+            for sq in sqs
+            if b * hkv * sk * d * 4 <= (2 << 30)]
+
+
+FULL = full_shapes()
 QUICK = [(1, 1, 8192, 32, 8, 128), (8, 1, 32768, 64, 8, 128), (1, 1, 32768, 32, 8, 128), (32, 1, 4096, 32, 8, 128),
          (8, 4, 8192, 32, 8, 128), (8, 1, 8192, 32, 8, 128), (8, 2, 8192, 32, 8, 128), (8, 8, 8192, 32, 8, 128),
          (1, 16, 8192, 32, 8, 128), (4, 1, 8192, 32, 32, 128), (8, 1, 8192, 32, 8, 64), (1, 1, 131072, 32, 8, 128),
@@ -37,6 +42,34 @@ def hbm_peak_gbs(name):
         if key in name:
             return gbs
     return 3350.0
+
+
+def summary(rows, hbm_gbs):
+    """Issue 26's bars over measured rows (dicts with batch, sq, sk, hq, hkv, d, kv_mb, tessera_us, gbs and,
+    where an SDPA backend ran, ratio): the Sq = 1 geomean against the best SDPA backend and its lowest
+    shape; the lowest % of the HBM peak among Sq = 1 calls with >= 256 MB of K/V; and the largest time of
+    a Sq > 1 call over the Sq = 1 call of the same batch, keys, heads and head dim. Lines of text."""
+    def name(r):
+        return f"B{r['batch']} Sq{r['sq']} Sk{r['sk']} {r['hq']}/{r['hkv']} d{r['d']}"
+    lines = []
+    one = [r for r in rows if r["sq"] == 1 and r.get("ratio")]
+    if one:
+        low = min(one, key=lambda r: r["ratio"])
+        gm = statistics.geometric_mean([r["ratio"] for r in one])
+        lines.append(f"Sq = 1 vs best SDPA backend: geomean {gm:.3f} over {len(one)} shapes (bar 1.0); "
+                     f"lowest {low['ratio']:.3f} ({name(low)})")
+    big = [r for r in rows if r["sq"] == 1 and r["kv_mb"] >= 256]
+    if big:
+        low = min(big, key=lambda r: r["gbs"])
+        lines.append(f"Sq = 1 with K/V >= 256 MB: lowest {100 * low['gbs'] / hbm_gbs:.1f}% of {hbm_gbs:.0f} GB/s "
+                     f"(bar 85%; {name(low)}) over {len(big)} shapes")
+    base = {(r["batch"], r["sk"], r["hq"], r["hkv"], r["d"]): r["tessera_us"] for r in rows if r["sq"] == 1}
+    over = [(r["tessera_us"] / base[k], r) for r in rows if r["sq"] > 1
+            for k in [(r["batch"], r["sk"], r["hq"], r["hkv"], r["d"])] if k in base]
+    if over:
+        x, worst = max(over, key=lambda t: t[0])
+        lines.append(f"Sq > 1 over Sq = 1: worst {x:.2f}x (bar 1.3; {name(worst)}) over {len(over)} shapes")
+    return lines
 
 
 def replay_us(torch, graph, calls, reps=15):
@@ -100,6 +133,8 @@ def main(argv=None):
                    help="HBM peak in GB/s for the %% columns (default: by GPU name, H100 SXM 3350, H200 4800)")
     p.add_argument("--json")
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--sq", default="1,4",
+                   help="query tokens per sequence in the full grid, comma-separated (default: %(default)s)")
     p.add_argument("--pages", default="16,64,256",
                    help="also time tessera.attention_with_kvcache on a paged copy of the cache (pages in random "
                         "order) at these page sizes, comma-separated ('' = none)")
@@ -120,7 +155,7 @@ def main(argv=None):
                 "efficient": SDPBackend.EFFICIENT_ATTENTION}
     rows = []
     calls = 20
-    for (b, sq, sk, hq, hkv, d) in (QUICK if args.quick else FULL):
+    for (b, sq, sk, hq, hkv, d) in (QUICK if args.quick else full_shapes([int(x) for x in args.sq.split(",") if x])):
         kv_bytes = 2 * b * hkv * sk * d * 2
         copies = max(1, min(calls, -(-200_000_000 // kv_bytes)))  # >= 200 MB touched per replay
         g = torch.Generator(device=dev).manual_seed(0)
@@ -202,6 +237,9 @@ def main(argv=None):
     gm = statistics.geometric_mean(ratios) if ratios else None
     print(f"geomean tessera vs best SDPA backend: {gm:.3f} over {len(ratios)} shapes; lowest "
           f"{min(ratios):.3f}" if ratios else "no SDPA anchor ran")
+    bars = summary(rows, args.hbm_gbs)
+    for line in bars:
+        print(line)
     paged_x = {}
     for r in rows:
         for key in r:
@@ -214,7 +252,7 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "geomean": gm,
                        "paged_over_cache": {p: {"median": statistics.median(xs), "worst": max(xs)} for p, xs in paged_x.items()},
-                       "hbm_gbs": args.hbm_gbs, "rows": rows}, f, indent=1)
+                       "hbm_gbs": args.hbm_gbs, "summary": bars, "rows": rows}, f, indent=1)
         plot(rows, args.hbm_gbs, f"decode attention, {torch.cuda.get_device_name()}",
              args.json.rsplit(".", 1)[0] + ".png")
     return 0 if all(r["ok"] for r in rows) else 1
