@@ -13,7 +13,7 @@ from conftest import torch_or_skip
 
 torch = torch_or_skip()
 
-from tessera import bench, decode_bench, llama_bench  # noqa: E402
+from tessera import bench, llama_bench  # noqa: E402
 
 HAVE_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
 needs_transformers = pytest.mark.skipif(not HAVE_TRANSFORMERS, reason="transformers is not installed")
@@ -56,29 +56,6 @@ def test_gemm_arguments():
 def test_geomean():
     assert bench.geomean([2.0, 0.5]) == pytest.approx(1.0)
     assert bench.geomean([4.0, None]) == pytest.approx(4.0)
-
-
-def test_decode_grid_and_its_bars():
-    assert decode_bench.FULL == decode_bench.full_shapes((1, 4))
-    with_8 = decode_bench.full_shapes((1, 4, 8))
-    assert len(with_8) == len(decode_bench.FULL) * 3 // 2
-    assert (8, 8, 8192, 64, 8, 128) in with_8
-
-    def row(b, sq, sk, us, kv_mb, gbs, ratio=None):
-        r = dict(batch=b, sq=sq, sk=sk, hq=64, hkv=8, d=128, tessera_us=us, kv_mb=kv_mb, gbs=gbs)
-        if ratio is not None:
-            r["ratio"] = ratio
-        return r
-
-    rows = [row(1, 1, 1024, 10.0, 4.2, 500.0, 0.8), row(1, 4, 1024, 12.0, 4.2, 450.0, 1.2),
-            row(8, 1, 32768, 250.0, 1073.7, 4300.0, 2.0), row(8, 8, 32768, 400.0, 1073.7, 2700.0),
-            row(32, 1, 8192, 260.0, 1073.7, 4150.0)]  # no SDPA anchor: not in the geomean
-    lines = decode_bench.summary(rows, 4800.0)
-    assert len(lines) == 3
-    assert "geomean 1.265 over 2 shapes" in lines[0] and "lowest 0.800 (B1 Sq1 Sk1024 64/8 d128)" in lines[0]
-    assert "lowest 86.5% of 4800 GB/s" in lines[1] and "B32 Sq1 Sk8192" in lines[1] and "over 2 shapes" in lines[1]
-    assert "worst 1.60x" in lines[2] and "B8 Sq8 Sk32768" in lines[2] and "over 2 shapes" in lines[2]
-    assert decode_bench.summary([], 4800.0) == []
 
 
 # ------------------------------------------------------------------------------ exit codes

@@ -11,7 +11,7 @@ import re
 import pytest
 
 import tessera
-from tessera import _C
+from tessera import _C, decode_bench
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FAKE = 0x7F0000000000  # a 256-byte aligned, never dereferenced "device pointer"
@@ -464,3 +464,29 @@ def test_valid_arguments_without_a_device_raise_runtime_error():
         with pytest.raises(RuntimeError, match=r"CUDA|device"):
             _C.gemm(*fp8_args(dtype=dtype, out_dtype=_C.F32), scale_a=SCALE_A, scale_b=SCALE_B,
                     scale_mode=_C.SCALE_TENSOR, precision=_C.PRECISION_FP8_FAST_ACCUM)
+
+
+# ------------------------------------------------------------------------------ the decode bench
+
+
+def test_decode_grid_and_its_bars():
+    assert decode_bench.FULL == decode_bench.full_shapes((1, 4))
+    with_8 = decode_bench.full_shapes((1, 4, 8))
+    assert len(with_8) == len(decode_bench.FULL) * 3 // 2
+    assert (8, 8, 8192, 64, 8, 128) in with_8
+
+    def row(b, sq, sk, us, kv_mb, gbs, ratio=None):
+        r = dict(batch=b, sq=sq, sk=sk, hq=64, hkv=8, d=128, tessera_us=us, kv_mb=kv_mb, gbs=gbs)
+        if ratio is not None:
+            r["ratio"] = ratio
+        return r
+
+    rows = [row(1, 1, 1024, 10.0, 4.2, 500.0, 0.8), row(1, 4, 1024, 12.0, 4.2, 450.0, 1.2),
+            row(8, 1, 32768, 250.0, 1073.7, 4300.0, 2.0), row(8, 8, 32768, 400.0, 1073.7, 2700.0),
+            row(32, 1, 8192, 260.0, 1073.7, 4150.0)]  # no SDPA anchor: not in the geomean
+    lines = decode_bench.summary(rows, 4800.0)
+    assert len(lines) == 3
+    assert "geomean 1.265 over 2 shapes" in lines[0] and "lowest 0.800 (B1 Sq1 Sk1024 64/8 d128)" in lines[0]
+    assert "lowest 86.5% of 4800 GB/s" in lines[1] and "B32 Sq1 Sk8192" in lines[1] and "over 2 shapes" in lines[1]
+    assert "worst 1.60x" in lines[2] and "B8 Sq8 Sk32768" in lines[2] and "over 2 shapes" in lines[2]
+    assert decode_bench.summary([], 4800.0) == []
