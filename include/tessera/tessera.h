@@ -223,8 +223,9 @@ tessera_status_t tessera_attention(const tessera_attention_args_t* args, void* s
 
 /* Bytes of workspace for the call's fastest path; 0 if none is needed. Only decode-shaped calls
  * (seqlen_q <= 16) use one: it holds the partial results when the keys are split across CTAs
- * (split-KV, when batch x heads_kv cannot fill the GPU). With less (or none) the call still works,
- * with fewer splits. Without a usable device: a bound for GPUs of up to 256 SMs. The workspace
+ * (split-KV, when batch x heads_kv cannot fill the GPU), except where a Hopper GPU combines a few
+ * splits within a thread-block cluster (0 then). With less (or none) the call still works, with
+ * fewer splits. Without a usable device: a bound for GPUs of up to 256 SMs. The workspace
  * contract is the GEMM's (tessera_gemm_workspace_size): one workspace per concurrently running call. */
 tessera_status_t tessera_attention_workspace_size(const tessera_attention_args_t* args, size_t* bytes);
 
