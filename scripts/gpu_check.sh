@@ -105,9 +105,11 @@ if [ "$mode" = all ] || [ "$mode" = sanitize ]; then
         done
       done
     done
-    for tool in memcheck racecheck; do  # decode: split keys merged in the kernel; two row tiles on shared rings
+    # decode: split keys merged in the kernel (wide CTAs at d64), two row tiles on shared rings, wide CTAs
+    # sharing a KV head, a wide cluster combine
+    for tool in memcheck racecheck; do
       for shape in "--b 1 --hq 8 --hkv 2 --sq 1 --sk 3000 --d 64" "--b 2 --hq 32 --hkv 4 --sq 4 --sk 1000 --d 128 --causal" \
-                   "--b 1 --hq 48 --hkv 4 --sq 3 --sk 700 --d 64"; do
+                   "--b 1 --hq 48 --hkv 4 --sq 3 --sk 700 --d 64" "--b 8 --hq 64 --hkv 8 --sq 1 --sk 2000 --d 64"; do
         echo "-- $tool attention decode $shape"
         compute-sanitizer --tool $tool --error-exitcode 9 "$build/tools/tessera" attention $shape --dtype bf16 --verify \
           --iters 1 --warmup 0 || echo "SANITIZER_FAIL $tool attention decode $shape"

@@ -1007,27 +1007,60 @@ TEST(DecodePlan, SeveralRowTilesShareACtaUpToD128) {
   EXPECT_EQ(dec::smem_bytes(128, 2), dec::smem_bytes(128) + dec::kRows * 128 * 2);  // Q per tile
 }
 
-TEST(DecodePlan, TwoCtasPerSmAtD64WhereSplitsStayLong) {
-  // B8, 8k keys, d64: 64 (batch, KV head) units, two CTAs per SM: 264 / 64 = 4 splits of 128 blocks.
+TEST(DecodePlan, WideCtasAtD64WhereTheKeysSplit) {
+  // B8, 8k keys, d64: 64 (batch, KV head) units. Narrow CTAs would take two per SM, 264 / 64 = 4
+  // splits; the keys split, so the CTAs are wide and keep kWaveBytesInFlight alone: one per SM in the
+  // wave, 132 / 64 = 2 splits of 256 blocks.
   const dec::Plan b8 = dec::make_plan(8, 1, 8192, 32, 8, 64, 132, 4, SIZE_MAX);
-  EXPECT_EQ(b8.splits, 4);
-  EXPECT_EQ(b8.blocks_per_split, 128);
-  EXPECT_GT(b8.ctas, 132);
-  EXPECT_LE(b8.ctas, 264);
-  // B1, 32k: 33 splits leave 2048 / (33 x 4 warps) = 15 blocks per warp: two per SM.
-  EXPECT_EQ(dec::make_plan(1, 1, 32768, 32, 8, 64, 132, 4, SIZE_MAX).splits, 33);
-  // B1, 8k: 33 splits would leave 3 blocks per warp: one CTA per SM, 16 splits.
-  EXPECT_EQ(dec::make_plan(1, 1, 8192, 32, 8, 64, 132, 4, SIZE_MAX).splits, 16);
-  // d = 128 holds kWaveBytesInFlight alone: one per SM (B8 8k: 132 / 64 = 2 splits).
-  EXPECT_EQ(dec::make_plan(8, 1, 8192, 32, 8, 128, 132, 2, SIZE_MAX).splits, 2);
-  // One CTA fits (a small shared memory): one per SM.
-  EXPECT_EQ(dec::make_plan(8, 1, 8192, 32, 8, 64, 132, 1, SIZE_MAX).splits, 2);
+  EXPECT_EQ(b8.warps, dec::kWideWarps);
+  EXPECT_EQ(b8.splits, 2);
+  EXPECT_EQ(b8.blocks_per_split, 256);
+  // B1, 32k and 8k: 132 / 8 KV heads = 16 splits (narrow: 33, two per SM, and 16).
+  for (int64_t sk : {32768, 8192}) {
+    const dec::Plan b1 = dec::make_plan(1, 1, sk, 32, 8, 64, 132, 4, SIZE_MAX);
+    EXPECT_EQ(b1.warps, dec::kWideWarps);
+    EXPECT_EQ(b1.splits, 16);
+  }
+  // Units enough to fill the GPU without splits: narrow CTAs (B32 GQA, B8 MHA).
+  for (int64_t hkv : {8, 32}) {
+    const dec::Plan full = dec::make_plan(hkv == 8 ? 32 : 8, 1, 1024, 32, hkv, 64, 132, 4, SIZE_MAX);
+    EXPECT_EQ(full.splits, 1);
+    EXPECT_EQ(full.warps, dec::kWarps);
+  }
+  // Several one-tile CTAs on a KV head (Sq 8 x 8 query heads: 4 row tiles) are wide, two per SM
+  // (B1: 264 / 32 units = 8 splits); two row tiles in a CTA stay narrow.
+  const dec::Plan shared = dec::make_plan(1, 8, 8192, 64, 8, 64, 132, 4, SIZE_MAX);
+  EXPECT_EQ(shared.warps, dec::kWideWarps);
+  EXPECT_EQ(shared.splits, 8);
+  EXPECT_EQ(dec::make_plan(8, 4, 8192, 64, 8, 64, 132, 4, SIZE_MAX).warps, dec::kWarps);
+  // d = 128 has no wide CTAs and holds kWaveBytesInFlight alone: one per SM (B8 8k: 2 splits).
+  const dec::Plan d128 = dec::make_plan(8, 1, 8192, 32, 8, 128, 132, 2, SIZE_MAX);
+  EXPECT_EQ(d128.warps, dec::kWarps);
+  EXPECT_EQ(d128.splits, 2);
+  // One narrow CTA fits an SM (a small shared memory): no wide one does.
+  const dec::Plan small = dec::make_plan(8, 1, 8192, 32, 8, 64, 132, 1, SIZE_MAX);
+  EXPECT_EQ(small.warps, dec::kWarps);
+  EXPECT_EQ(small.splits, 2);
+  // Short walks stay narrow: B1 1k, 64 blocks in 8 splits, 2 steps a warp (< kMinStepsForWide).
+  const dec::Plan short_keys = dec::make_plan(1, 1, 1024, 32, 8, 64, 132, 4, SIZE_MAX);
+  EXPECT_EQ(short_keys.warps, dec::kWarps);
+  EXPECT_EQ(short_keys.splits, 8);
+  // A wide split is never shorter than kMinBlocksPerWarp blocks per warp.
+  for (int64_t sk : {4096, 8192, 100000})
+    for (int64_t batch : {1, 2, 4}) {
+      const dec::Plan p = dec::make_plan(batch, 1, sk, 32, 8, 64, 132, 4, SIZE_MAX);
+      if (p.warps == dec::kWideWarps && p.splits > 1) {
+        EXPECT_GE(p.blocks_per_split, dec::kWideWarps * dec::kMinBlocksPerWarp);
+      }
+    }
 }
 
 TEST(DecodePlan, WaveRule) {
   // (d, paged, row tiles, CTAs that fit an SM) -> CTAs per SM in the wave.
   EXPECT_EQ(dec::wave_ctas_per_sm(128, 1, 2), 1);
   EXPECT_EQ(dec::wave_ctas_per_sm(64, 1, 4), 2);  // a d = 64 CTA keeps half of kWaveBytesInFlight
+  EXPECT_EQ(dec::wave_ctas_per_sm(64, 1, 2, dec::kWideWarps), 1);  // a wide one all of it
+  EXPECT_EQ(dec::wave_ctas_per_sm(64, 4, 2, dec::kWideWarps), 2);
   EXPECT_EQ(dec::wave_ctas_per_sm(64, 1, 1), 1);
   EXPECT_EQ(dec::wave_ctas_per_sm(96, 1, 3), 1);
   EXPECT_EQ(dec::wave_ctas_per_sm(256, 1, 1), 1);
@@ -1081,8 +1114,10 @@ TEST(DecodePlan, FewSplitsOfOneTileCombineInACluster) {
       {8, 4, 32768, 64, 8, 128, 4, 2, false, "two row tiles in a CTA: the workspace combine"},
       {8, 1, 1024, 32, 8, 128, 2, 2, true, "pairs of splits: clusters of two"},
       {1, 1, 1024, 32, 32, 128, 2, 4, false, "4 splits x 32 units = 128 CTAs, a CTA a SM: over half the wave"},
-      {8, 1, 32768, 64, 8, 64, 4, 4, false, "4 splits x 64 units, two CTAs a SM: over half the wave"},
+      {8, 1, 32768, 64, 8, 64, 4, 2, true, "wide CTAs at d = 64, one a SM: pairs of splits"},
+      {1, 1, 8192, 32, 8, 64, 4, 16, false, "wide CTAs, 16 splits: the workspace combine"},
       {8, 3, 1024, 16, 1, 64, 4, 8, true, "three one-tile CTAs per (batch, KV head), each tile its cluster"},
+      {8, 3, 8192, 16, 1, 64, 4, 11, false, "the same with 8k keys: wide CTAs, two a SM, 11 splits"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.why);
@@ -1114,6 +1149,8 @@ TEST(DecodePlan, SharedMemoryDecidesCtasPerSm) {
   EXPECT_EQ(dec::ctas_per_sm(128, 228 * 1024), 2);  // H100
   EXPECT_EQ(dec::ctas_per_sm(64, 228 * 1024), 4);
   EXPECT_EQ(dec::ctas_per_sm(256, 228 * 1024), 1);
+  // A wide d = 64 CTA: two per SM, as its kernel's launch bounds assume (at most 128 registers).
+  EXPECT_EQ(228 * 1024 / (dec::smem_bytes(64, 1, dec::kWideWarps) + 1024), 2);
   EXPECT_EQ(dec::ctas_per_sm(128, 100 * 1024), 0);  // sm_86/89: the prefill family runs instead
 }
 

@@ -20,7 +20,7 @@ namespace tessera::attn::decode {
 
 constexpr int kMaxSeqlenQ = 16;  // longer query sequences go to the prefill families
 constexpr int kRows = 16;        // packed query rows per CTA (one m16 MMA tile)
-constexpr int kWarps = 4;        // per CTA; each warp walks its own key blocks
+constexpr int kWarps = 4;        // per row tile; each warp walks its own key blocks
 constexpr int kBlockN = 16;      // keys per warp step
 constexpr int kMaxSplits = 128;
 // Up to this many splits of a one-tile CTA combine across a thread-block cluster (Hopper): the
@@ -52,20 +52,32 @@ constexpr int tiles_per_cta(int d, int row_tiles) {
   return row_tiles == kMaxTilesPerCta && d <= 128 ? kMaxTilesPerCta : 1;
 }
 
+// Wide CTAs: one row tile walked by kWideWarps warps, at head dims where has_wide(d), for the calls
+// whose keys the plan splits or whose row tiles share a KV head (make_plan). A warp's step is a chain
+// of dependent instructions (S = Q K^T, the softmax, O += P V) about as long at d = 64 as at d = 128
+// for half the bytes, so short splits wait on it; twice the warps walk half the steps each. Calls
+// that fill the GPU without splits keep kWarps: wide CTAs ran them slower.
+constexpr int kWideWarps = 8;
+constexpr bool has_wide(int d) { return d <= 64; }
+// Wide CTAs only where a narrow CTA's warps would walk this many steps each: shorter walks are mostly
+// the CTA's fixed costs (Q, the merge, the combine), and wide CTAs halve the CTAs that share them.
+constexpr int kMinStepsForWide = 8;
+
 // Shared memory of a CTA at head dim d: Q per tile, then per walking warp a ring of `stages` K and V
 // blocks (which the tiles' merge areas overlay after the walk, kernel.cuh).
 constexpr int stages_for(int d) { return d > 128 ? 2 : 3; }
-constexpr int smem_bytes(int d, int tiles = 1) {
-  return (kWarps * stages_for(d) * 2 * kBlockN + kRows * tiles) * d * 2;
+constexpr int smem_bytes(int d, int tiles = 1, int warps = kWarps) {
+  return (warps * stages_for(d) * 2 * kBlockN + kRows * tiles) * d * 2;
 }
 // K/V bytes a CTA keeps in flight: every ring but the block its warps work on.
-constexpr int bytes_in_flight(int d) { return kWarps * (stages_for(d) - 1) * 2 * kBlockN * d * 2; }
+constexpr int bytes_in_flight(int d, int warps = kWarps) { return warps * (stages_for(d) - 1) * 2 * kBlockN * d * 2; }
 // How a call is cut into CTAs.
 struct Plan {
   int group = 1;             // query heads per KV head
   int rows = 1;              // packed query rows per (batch, KV head): seqlen_q * group
   int row_tiles = 1;         // ceil(rows / kRows)
   int tiles_per_cta = 1;     // row tiles a CTA takes (tiles_per_cta())
+  int warps = kWarps;        // per row tile: kWarps, or kWideWarps (has_wide)
   int key_block0 = 0;        // the first key block any row sees (a left window skips the ones before)
   int splits = 1;            // key ranges per (batch, KV head, row tile), from key_block0 on
   int blocks_per_split = 1;  // key blocks (kBlockN keys) per split
@@ -80,7 +92,7 @@ struct Plan {
 size_t workspace_bytes(int64_t batch, int64_t heads_kv, int row_tiles, int splits, int d);
 
 // The plan for a problem on `sms` SMs (the SM budget where one is set) holding `ctas_per_sm` CTAs
-// each, given `workspace_bytes` of workspace (SIZE_MAX: as much as the plan wants): when batch x KV
+// of kWarps warps a tile each (ctas_per_sm()), given `workspace_bytes` of workspace (SIZE_MAX: as much as the plan wants): when batch x KV
 // heads x row tiles (tiles_per_cta to a CTA) cannot fill a wave, as many splits as keep every CTA in
 // that first wave (a second, partial wave of memory-bound CTAs costs more than one split fewer), each
 // split at least kMinBlocksPerWarp key blocks per warp, and no more splits than the workspace holds.
@@ -90,6 +102,9 @@ size_t workspace_bytes(int64_t batch, int64_t heads_kv, int row_tiles, int split
 // d = 64), the extra ones only where each warp still walks kMinBlocksPerWarpExtraCtas blocks.
 // Contiguous and paged caches alike: more CTAs than that did not hide the pages' scattered reads,
 // fewer and longer splits did as well.
+// Where has_wide(d), a plan of one-tile CTAs that splits the keys, or whose CTAs share a KV head, is
+// made again for wide CTAs (kWideWarps; as many per SM as their shared memory allows) when its warps
+// walk kMinStepsForWide steps or more.
 // window_left: the call's left window (-1: none). cluster_limit: the most splits a cluster may combine
 // (cluster_limit_for; 0: no clusters), which then need no workspace.
 Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int d, int sms,
@@ -101,7 +116,7 @@ Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_
 int cluster_limit_for(int cc_major, int max_sms, bool sm80_paths);
 // CTAs per SM in the wave that make_plan's splits fill (of the ctas_per_sm that fit), before the
 // check on split length; cta_tiles: the CTAs that share a (batch, KV head) and split.
-int wave_ctas_per_sm(int d, int cta_tiles, int ctas_per_sm);
+int wave_ctas_per_sm(int d, int cta_tiles, int ctas_per_sm, int warps = kWarps);
 
 // CTAs of the decode kernel one SM holds at head dim d (its shared memory; 0: it does not fit).
 int ctas_per_sm(int d, int smem_per_sm);
@@ -110,6 +125,7 @@ int ctas_per_sm(int d, int smem_per_sm);
 struct DecodeParams {
   AttnParams a;
   int group = 1, rows = 1, row_tiles = 1, tiles_per_cta = 1, key_block0 = 0, splits = 1, blocks_per_split = 1;
+  int warps = kWarps;            // Plan::warps: which CTA shape the launcher runs
   bool cluster_combine = false;  // Plan::cluster_combine: a launch in clusters of `splits` CTAs
   int64_t block0 = 0;     // first CTA of this launch (SM budget: launches of at most max_sms CTAs)
   // A KV cache (attention_with_kvcache): batch b has min(cache_seqlens[b], a.seqlen_k - seqlen_new)

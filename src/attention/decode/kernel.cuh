@@ -1,6 +1,7 @@
 // Decode attention (decode.hpp): a CTA takes the 16 packed query rows of one row tile (or of
-// tiles_per_cta tiles) of one (batch, KV head) and one split of the keys; a tile's four warps walk
-// interleaved 16-key blocks of the split (warp w: blocks w, w + 4, ...), each warp on its own:
+// tiles_per_cta tiles) of one (batch, KV head) and one split of the keys; a tile's kWarps warps (a
+// wide CTA's kWideWarps) walk interleaved 16-key blocks of the split (warp w: blocks w, w + kWarps,
+// ...), each warp on its own:
 //   K and V blocks stream through the warp's own smem ring (cp.async, `stages` deep, a __syncwarp
 //   per block: no CTA barrier in the loop; with several tiles, warp w of each tile shares ring w
 //   and the CTA meets once a block), S = Q K^T on mma.sync m16n8k16 (Q from smem by
@@ -25,10 +26,13 @@ namespace tessera::attn::decode {
 
 using namespace cute;
 
-template <int D_, bool BF16, int kTiles_ = 1>
+template <int D_, bool BF16, int kTiles_ = 1, int kWarps_ = kWarps>
 struct Traits {
   // kTiles row tiles of kWarps warps each; warp w of every tile walks ring w.
-  static constexpr int D = D_, kStages = stages_for(D_), kTiles = kTiles_, kThreads = 32 * kWarps * kTiles;
+  static constexpr int D = D_, kStages = stages_for(D_), kTiles = kTiles_, kWarps = kWarps_;
+  static constexpr int kThreads = 32 * kWarps * kTiles;
+  // Wide CTAs two to an SM, as their shared memory allows (make_plan counts on it): <= 128 registers.
+  static constexpr int kMinCtasPerSm = kWarps == kWideWarps ? 2 : 1;
   using Element = typename sm80::ElementOf<BF16>::type;
   // The sm80 family's swizzled rows (sm80/kernel.cuh), at 16 rows: conflict-free ldmatrix.
   static constexpr int kAtomCols = D % 64 == 0 ? 64 : 32;
@@ -48,7 +52,7 @@ struct Traits {
   static constexpr int kTileElems = int(cosize_v<SmemLayoutTile>);
   // The merge area (after the loop, over the rings): per tile, each warp's O (16 x D fp32), max and sum.
   static constexpr int kMergeFloats = kWarps * kRows * (D + 2);
-  static_assert(smem_bytes(D, kTiles) == (kTiles + kWarps * kStages * 2) * kTileElems * 2, "decode.hpp's smem formula");
+  static_assert(smem_bytes(D, kTiles, kWarps) == (kTiles + kWarps * kStages * 2) * kTileElems * 2, "decode.hpp's smem formula");
   static_assert(kTiles * kMergeFloats * 4 <= kWarps * kStages * 2 * kTileElems * 2, "merge areas fit the rings");
 };
 
@@ -113,7 +117,7 @@ __device__ __forceinline__ Row row_of(const DecodeParams& p, int hkv, int r) {
 // go in parallel (the tile's LSEs, then its weights, then (row, 8 columns) per thread), so that the
 // merge costs about one L2 round trip per phase; in split order and with the sums of combine_row,
 // as the combine kernel would. `scratch`: kRows x (kMaxSplits + 1) floats of shared memory.
-template <class Element, int D>
+template <class Element, int D, int kWarps>
 __device__ __forceinline__ void combine_if_last(const DecodeParams& p, const Place& w, int row0, float* scratch) {
   static_assert(kMaxSplits < 256, "an 8-bit count");
   constexpr int kThreads = 32 * kWarps;
@@ -189,7 +193,7 @@ __device__ __forceinline__ void combine_if_last(const DecodeParams& p, const Pla
 // second barrier keeps every CTA's shared memory alive until the others have read it. Hopper SASS
 // only: the plan asks for it on cc 9.x only, and an older build of this kernel traps instead of
 // leaving O unwritten.
-template <class Element, int D>
+template <class Element, int D, int kWarps>
 __device__ __forceinline__ void combine_in_cluster(const DecodeParams& p, const Place& w, int row0, float* result) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
@@ -250,7 +254,7 @@ __device__ __forceinline__ void merge_warps(const DecodeParams& p, const Place& 
                                             AccO& acc_o, Softmax& softmax, typename T::Element* area,
                                             float* cluster_result) {
   using Element = typename T::Element;
-  constexpr int D = T::D, kThrRows = decltype(size<0>(sm80::rowcol(acc_o.layout())))::value;
+  constexpr int D = T::D, kWarps = T::kWarps, kThrRows = decltype(size<0>(sm80::rowcol(acc_o.layout())))::value;
   const AttnParams& a = p.a;
   const int warp = threadIdx.x / 32 % kWarps, lane = threadIdx.x % 32;
   float* m_o = reinterpret_cast<float*>(area);  // [kWarps][16][D]
@@ -356,12 +360,12 @@ __device__ __forceinline__ void ring_sync() {
     __syncthreads();
 }
 
-// At least one CTA per SM (__launch_bounds__'s second argument): without it ptxas held the d = 96
-// two-tile kernel to 128 registers and spilled.
+// T::kMinCtasPerSm CTAs per SM (__launch_bounds__'s second argument; at least one: without it ptxas
+// held the d = 96 two-tile kernel to 128 registers and spilled).
 template <class T>
-__global__ void __launch_bounds__(T::kThreads, 1) decode_kernel(DecodeParams p) {
+__global__ void __launch_bounds__(T::kThreads, T::kMinCtasPerSm) decode_kernel(DecodeParams p) {
   using Element = typename T::Element;
-  constexpr int D = T::D, kStages = T::kStages;
+  constexpr int D = T::D, kStages = T::kStages, kWarps = T::kWarps;
   extern __shared__ __align__(128) unsigned char smem[];
   allow_dependent_launch();  // the stream's next kernel (a dependent launch) may take free SMs and wait there
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -546,7 +550,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) decode_kernel(DecodeParams p) 
   Element* merge_area = smem_e + T::kTileElems * T::kTiles;
   // The cluster combine's result area lies past the merge area: other CTAs read it while this one merges.
   float* cluster_result = reinterpret_cast<float*>(merge_area + T::kTiles * T::kMergeFloats * 2);
-  static_assert((T::kTiles * (T::kTileElems + T::kMergeFloats * 2)) * 2 + kRows * (D + 1) * 4 <= smem_bytes(D, T::kTiles),
+  static_assert((T::kTiles * (T::kTileElems + T::kMergeFloats * 2)) * 2 + kRows * (D + 1) * 4 <= smem_bytes(D, T::kTiles, kWarps),
                 "the cluster combine's result area fits");
   const bool in_cluster = T::kTiles == 1 && p.splits > 1 && p.cluster_combine;
   merge_warps<T>(p, w, row0, thr_mma, acc_o, softmax, merge_area + rt * T::kMergeFloats * 2,
@@ -555,9 +559,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) decode_kernel(DecodeParams p) 
   // The plan combines in the kernel for calls of one row tile per CTA only (kFusedCombineRows, kMaxClusterSplits).
   if constexpr (T::kTiles == 1) {
     if (in_cluster)
-      combine_in_cluster<Element, D>(p, w, row0, cluster_result);
+      combine_in_cluster<Element, D, kWarps>(p, w, row0, cluster_result);
     else if (p.splits > 1 && p.arrivals)
-      combine_if_last<Element, D>(p, w, row0, reinterpret_cast<float*>(smem));
+      combine_if_last<Element, D, kWarps>(p, w, row0, reinterpret_cast<float*>(smem));
   }
 }
 

@@ -47,7 +47,7 @@ cudaError_t launch_decode(const DecodeParams& p, int64_t ctas, int max_sms, bool
   int dev = 0;
   if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
   const unsigned long long bit = 1ull << (dev & 63);
-  constexpr int kSmem = smem_bytes(T::D, T::kTiles);
+  constexpr int kSmem = smem_bytes(T::D, T::kTiles, T::kWarps);
   if (!(configured.load(std::memory_order_acquire) & bit)) {
     if (cudaError_t e = cudaFuncSetAttribute(decode_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
         e != cudaSuccess)
@@ -62,10 +62,14 @@ cudaError_t launch_decode(const DecodeParams& p, int64_t ctas, int max_sms, bool
 
 template <int D, bool BF16>
 cudaError_t launch(const DecodeParams& p, int64_t ctas, int max_sms, bool dependent_launch, cudaStream_t stream) {
-  // The CTA shapes plan.cpp's tiles_per_cta can ask for at this head dim: one tile, or kTiles.
+  // The CTA shapes plan.cpp can ask for at this head dim: one tile, kTiles (tiles_per_cta), or one
+  // tile of kWideWarps warps (has_wide).
   constexpr int kTiles = tiles_per_cta(D, 2);
+  using Wide = Traits<D, BF16, 1, has_wide(D) ? kWideWarps : kWarps>;
   const cudaError_t e = kTiles > 1 && p.tiles_per_cta == kTiles
                             ? launch_decode<Traits<D, BF16, kTiles>>(p, ctas, max_sms, dependent_launch, stream)
+                        : has_wide(D) && p.warps == kWideWarps
+                            ? launch_decode<Wide>(p, ctas, max_sms, dependent_launch, stream)
                             : launch_decode<Traits<D, BF16>>(p, ctas, max_sms, dependent_launch, stream);
   if (e != cudaSuccess || p.splits == 1 || p.arrivals || p.cluster_combine) return e;
   // The combine launches while the splits run and waits for them in the kernel (one launch gap less).

@@ -15,10 +15,10 @@ size_t workspace_bytes(int64_t batch, int64_t heads_kv, int row_tiles, int split
 
 int ctas_per_sm(int d, int smem_per_sm) { return smem_per_sm / (smem_bytes(d) + 1024); }  // + the CTA's reserved 1 KB
 
-int wave_ctas_per_sm(int d, int cta_tiles, int ctas_per_sm) {
+int wave_ctas_per_sm(int d, int cta_tiles, int ctas_per_sm, int warps) {
   if (cta_tiles > 1) return std::min(ctas_per_sm, kMaxSharedKvCtasPerSm);  // more CTAs in flight gain there, to a point
   // Fewer, longer splits, as many per SM as keep the bytes in flight: less to merge.
-  return std::clamp(kWaveBytesInFlight / bytes_in_flight(d), 1, std::max(1, ctas_per_sm));
+  return std::clamp(kWaveBytesInFlight / bytes_in_flight(d, warps), 1, std::max(1, ctas_per_sm));
 }
 
 int cluster_limit_for(int cc_major, int max_sms, bool sm80_paths) {
@@ -37,19 +37,33 @@ Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_
   // Keys before the first row's window are seen by no row.
   if (window_left >= 0) pl.key_block0 = int(std::max<int64_t>(0, seqlen_k - seqlen_q - window_left) / kBlockN);
   const int64_t key_blocks = std::max<int64_t>(1, (seqlen_k + kBlockN - 1) / kBlockN - pl.key_block0);
-  auto splits_for = [&](int wave) {
-    const int64_t target = int64_t(std::max(1, sms)) * wave;
-    return std::min<int64_t>({std::max<int64_t>(1, target / units),
-                              std::max<int64_t>(1, key_blocks / (kWarps * kMinBlocksPerWarp)), kMaxSplits});
+  int64_t splits = 1;
+  int wave_ctas = 1;
+  // The splits for CTAs of `warps` warps a tile, `per_sm` of which fit an SM.
+  auto split = [&](int warps, int per_sm) {
+    auto splits_for = [&](int wave) {
+      const int64_t target = int64_t(std::max(1, sms)) * wave;
+      return std::min<int64_t>({std::max<int64_t>(1, target / units),
+                                std::max<int64_t>(1, key_blocks / (warps * kMinBlocksPerWarp)), kMaxSplits});
+    };
+    const int wave = wave_ctas_per_sm(d, cta_tiles, per_sm, warps);
+    splits = splits_for(wave);
+    wave_ctas = wave;
+    if (wave > 1 && cta_tiles == 1 && key_blocks / (splits * warps) < kMinBlocksPerWarpExtraCtas) {
+      splits = splits_for(1);
+      wave_ctas = 1;
+    }
   };
   // A CTA of two row tiles keeps one tile's rings (and its bytes in flight), so the wave is the one-tile
   // rule's; it holds both tiles' warps and registers, so an SM fits tiles_per_cta times fewer.
-  const int wave = wave_ctas_per_sm(d, cta_tiles, std::max(1, ctas_per_sm / pl.tiles_per_cta));
-  int64_t splits = splits_for(wave);
-  int wave_ctas = wave;
-  if (wave > 1 && cta_tiles == 1 && key_blocks / (splits * kWarps) < kMinBlocksPerWarpExtraCtas) {
-    splits = splits_for(1);
-    wave_ctas = 1;
+  split(kWarps, std::max(1, ctas_per_sm / pl.tiles_per_cta));
+  // Wide CTAs where the keys split or CTAs share a KV head, in the shared memory that holds
+  // ctas_per_sm narrow ones (each with the CTA's reserved 1 KB).
+  const int wide_per_sm = int(int64_t(ctas_per_sm) * (smem_bytes(d) + 1024) / (smem_bytes(d, 1, kWideWarps) + 1024));
+  if (has_wide(d) && pl.tiles_per_cta == 1 && (splits > 1 || cta_tiles > 1) && wide_per_sm >= 1 &&
+      key_blocks / (splits * kWarps) >= kMinStepsForWide) {
+    pl.warps = kWideWarps;
+    split(kWideWarps, wide_per_sm);
   }
   // Clusters combine the splits of one-tile CTAs: pairs always, larger ones only while the grid takes
   // at most half the wave's CTA slots (past that the GPU runs some of a cluster's CTAs two to an SM
@@ -81,6 +95,7 @@ cudaError_t run(int d, bool bf16, const AttnParams& a, const Plan& pl, void* wor
   p.rows = pl.rows;
   p.row_tiles = pl.row_tiles;
   p.tiles_per_cta = pl.tiles_per_cta;
+  p.warps = pl.warps;
   p.key_block0 = pl.key_block0;
   if (cache) {
     p.cache_seqlens = cache->cache_seqlens;
