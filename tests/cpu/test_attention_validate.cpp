@@ -1080,7 +1080,7 @@ TEST(DecodePlan, WorkspaceLimitsTheSplits) {
   EXPECT_LE(half.workspace_bytes, full.workspace_bytes / 2);
 }
 
-TEST(DecodePlan, FewSplitsOfOneTileCombineInACluster) {
+TEST(DecodePlan, FewSplitsCombineInACluster) {
   const int hopper = dec::cluster_limit_for(9, 0, false);
   EXPECT_EQ(hopper, dec::kMaxClusterSplits);
   EXPECT_EQ(dec::cluster_limit_for(8, 0, false), 0);   // Ampere: no clusters
@@ -1111,7 +1111,8 @@ TEST(DecodePlan, FewSplitsOfOneTileCombineInACluster) {
   const Case cases[] = {
       {1, 1, 8192, 32, 8, 128, 2, 16, false, "more splits than a cluster holds: the workspace combine"},
       {32, 1, 1024, 32, 8, 128, 2, 1, false, "one split: nothing to combine"},
-      {8, 4, 32768, 64, 8, 128, 4, 2, false, "two row tiles in a CTA: the workspace combine"},
+      {8, 4, 32768, 64, 8, 128, 4, 2, true, "two row tiles in a CTA: both tiles' rows in the cluster"},
+      {1, 4, 32768, 64, 8, 64, 4, 33, false, "two row tiles, 33 splits: the workspace combine"},
       {8, 1, 1024, 32, 8, 128, 2, 2, true, "pairs of splits: clusters of two"},
       {1, 1, 1024, 32, 32, 128, 2, 4, false, "4 splits x 32 units = 128 CTAs, a CTA a SM: over half the wave"},
       {8, 1, 32768, 64, 8, 64, 4, 2, true, "wide CTAs at d = 64, one a SM: pairs of splits"},

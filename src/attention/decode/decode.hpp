@@ -23,7 +23,7 @@ constexpr int kRows = 16;        // packed query rows per CTA (one m16 MMA tile)
 constexpr int kWarps = 4;        // per row tile; each warp walks its own key blocks
 constexpr int kBlockN = 16;      // keys per warp step
 constexpr int kMaxSplits = 128;
-// Up to this many splits of a one-tile CTA combine across a thread-block cluster (Hopper): the
+// Up to this many splits of a CTA's row tiles combine across a thread-block cluster (Hopper): the
 // portable cluster size.
 constexpr int kMaxClusterSplits = 8;
 constexpr int kPrefetchBytes = 64 * 1024;  // K/V a CTA asks of L2 at entry beyond its ring (kernel.cuh)
@@ -82,8 +82,8 @@ struct Plan {
   int splits = 1;            // key ranges per (batch, KV head, row tile), from key_block0 on
   int blocks_per_split = 1;  // key blocks (kBlockN keys) per split
   int64_t ctas = 0;          // batch * heads_kv * ceil(row_tiles / tiles_per_cta) * splits
-  // The splits of a row tile combine across a cluster of their CTAs (combine_in_cluster): 2..cluster_limit
-  // splits of one-tile CTAs, more than 2 only in grids of at most half a wave. No workspace then.
+  // The splits of a CTA's row tiles combine across a cluster of their CTAs (combine_in_cluster):
+  // 2..cluster_limit splits, more than 2 only in grids of at most half a wave. No workspace then.
   bool cluster_combine = false;
   size_t workspace_bytes = 0;  // what `splits` needs (0 when 1 or cluster_combine)
 };

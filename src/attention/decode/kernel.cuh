@@ -31,8 +31,9 @@ struct Traits {
   // kTiles row tiles of kWarps warps each; warp w of every tile walks ring w.
   static constexpr int D = D_, kStages = stages_for(D_), kTiles = kTiles_, kWarps = kWarps_;
   static constexpr int kThreads = 32 * kWarps * kTiles;
-  // Wide CTAs two to an SM, as their shared memory allows (make_plan counts on it): <= 128 registers.
-  static constexpr int kMinCtasPerSm = kWarps == kWideWarps ? 2 : 1;
+  // 256-thread CTAs at d = 64 (wide, or two narrow tiles) two to an SM, as their shared memory allows
+  // and make_plan counts on: at most 128 registers.
+  static constexpr int kMinCtasPerSm = kTiles * kWarps == 8 && D <= 64 ? 2 : 1;
   using Element = typename sm80::ElementOf<BF16>::type;
   // The sm80 family's swizzled rows (sm80/kernel.cuh), at 16 rows: conflict-free ldmatrix.
   static constexpr int kAtomCols = D % 64 == 0 ? 64 : 32;
@@ -185,53 +186,67 @@ __device__ __forceinline__ void combine_if_last(const DecodeParams& p, const Pla
   }
 }
 
-// The cluster combine (plan.cluster_combine): the CTAs of one row tile's splits form a cluster, each
-// holding its split's normalised O and LSE in its own shared memory (`result`: kRows x D floats, then
-// kRows LSEs, base 2). After a cluster barrier the CTAs share out the tile's (row, 8 columns) items
-// and read every split's values across the cluster (distributed shared memory): no workspace, no
-// counter, no round trip through L2. Sums in split order with the weights of combine_if_last. A
-// second barrier keeps every CTA's shared memory alive until the others have read it. Hopper SASS
-// only: the plan asks for it on cc 9.x only, and an older build of this kernel traps instead of
-// leaving O unwritten.
-template <class Element, int D, int kWarps>
+// The cluster combine (plan.cluster_combine): the CTAs of one CTA tile's splits (kTiles row tiles
+// from packed row row0) form a cluster, each holding its split's normalised O and LSE in its own
+// shared memory (`result`, per row tile: kRows x D floats, then kRows LSEs, base 2). After a cluster
+// barrier the CTAs share out the (tile, row, 8 columns) items and read every split's values across
+// the cluster (distributed shared memory): no workspace, no counter, no round trip through L2. Sums
+// in split order with the weights of combine_if_last. A second barrier keeps every CTA's shared
+// memory alive until the others have read it. Hopper SASS only: the plan asks for it on cc 9.x only,
+// and an older build of this kernel traps instead of leaving O unwritten.
+template <class Element, int D, int kThreads, int kTiles>
 __device__ __forceinline__ void combine_in_cluster(const DecodeParams& p, const Place& w, int row0, float* result) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
-  constexpr int kThreads = 32 * kWarps;
   static_assert(kMaxClusterSplits <= 8, "a portable cluster");
+  constexpr int kTileFloats = kRows * (D + 1);
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();  // every split's result is in its CTA's shared memory
   const AttnParams& a = p.a;
-  const int splits = p.splits, rank = int(cluster.block_rank()), rows = min(kRows, p.rows - row0);
+  const int splits = p.splits, rank = int(cluster.block_rank());
   const float* split_result[kMaxClusterSplits];
   CUTE_UNROLL
   for (int s = 0; s < kMaxClusterSplits; ++s) split_result[s] = cluster.map_shared_rank(result, s < splits ? s : 0);
-  for (int i = rank * kThreads + int(threadIdx.x); i < rows * (D / 8); i += splits * kThreads) {
-    const int r = i / (D / 8), c = i % (D / 8) * 8;
+  const int items = (kTiles == 1 ? min(kRows, p.rows - row0) : kTiles * kRows) * (D / 8);
+  for (int i = rank * kThreads + int(threadIdx.x); i < items; i += splits * kThreads) {
+    const int tr = i / (D / 8), c = i % (D / 8) * 8;  // tr: (tile, row), the tile's rows contiguous
+    if (kTiles > 1 && row0 + tr >= p.rows) continue;
+    const int t = kTiles == 1 ? 0 : tr / kRows, r = kTiles == 1 ? tr : tr % kRows;
+    // One tile: every split's O loads with its LSE, all in flight at once. Two: each split's O loads as
+    // it is weighted (all of them held until the max spilled the two-tile d = 64 CTA's 128 registers).
+    constexpr int kHeld = kTiles == 1 ? kMaxClusterSplits : 1;
     float lse[kMaxClusterSplits], mx = -INFINITY;
-    float4 x0[kMaxClusterSplits], x1[kMaxClusterSplits];
+    float4 x0[kHeld], x1[kHeld];
+    auto o_of = [&](int s) { return split_result[s] + t * kTileFloats + r * D + c; };
     CUTE_UNROLL
     for (int s = 0; s < kMaxClusterSplits; ++s)
       if (s < splits) {
-        lse[s] = split_result[s][kRows * D + r];
-        x0[s] = *reinterpret_cast<const float4*>(split_result[s] + r * D + c);
-        x1[s] = *reinterpret_cast<const float4*>(split_result[s] + r * D + c + 4);
+        lse[s] = split_result[s][t * kTileFloats + kRows * D + r];
+        if constexpr (kTiles == 1) {
+          x0[s] = *reinterpret_cast<const float4*>(o_of(s));
+          x1[s] = *reinterpret_cast<const float4*>(o_of(s) + 4);
+        }
         mx = fmaxf(mx, lse[s]);
       }
     float o[8] = {}, sum = 0.0f;
     CUTE_UNROLL
     for (int s = 0; s < kMaxClusterSplits; ++s)
       if (s < splits) {
+        const int h = kTiles == 1 ? s : 0;
+        if constexpr (kTiles > 1) {
+          x0[h] = *reinterpret_cast<const float4*>(o_of(s));
+          x1[h] = *reinterpret_cast<const float4*>(o_of(s) + 4);
+        }
         const float wgt = mx == -INFINITY ? 0.0f : exp2f(lse[s] - mx);
         sum += wgt;
-        o[0] += wgt * x0[s].x, o[1] += wgt * x0[s].y, o[2] += wgt * x0[s].z, o[3] += wgt * x0[s].w;
-        o[4] += wgt * x1[s].x, o[5] += wgt * x1[s].y, o[6] += wgt * x1[s].z, o[7] += wgt * x1[s].w;
+        o[0] += wgt * x0[h].x, o[1] += wgt * x0[h].y, o[2] += wgt * x0[h].z, o[3] += wgt * x0[h].w;
+        o[4] += wgt * x1[h].x, o[5] += wgt * x1[h].y, o[6] += wgt * x1[h].z, o[7] += wgt * x1[h].w;
       }
     const float scale = sum > 0.0f ? 1.0f / sum : 0.0f;
     Element out[8];
     CUTE_UNROLL
     for (int e = 0; e < 8; ++e) out[e] = Element(o[e] * scale);
-    const Row q = row_of(p, w.hkv, row0 + r);
+    const Row q = row_of(p, w.hkv, row0 + tr);
     *reinterpret_cast<uint4*>(static_cast<Element*>(a.o) + w.b * a.o_stride[0] + q.token * a.o_stride[1] +
                               q.head * a.o_stride[2] + c) = *reinterpret_cast<const uint4*>(out);
     if (a.lse && c == 0)
@@ -550,18 +565,18 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinCtasPerSm) decode_kernel(D
   Element* merge_area = smem_e + T::kTileElems * T::kTiles;
   // The cluster combine's result area lies past the merge area: other CTAs read it while this one merges.
   float* cluster_result = reinterpret_cast<float*>(merge_area + T::kTiles * T::kMergeFloats * 2);
-  static_assert((T::kTiles * (T::kTileElems + T::kMergeFloats * 2)) * 2 + kRows * (D + 1) * 4 <= smem_bytes(D, T::kTiles, kWarps),
-                "the cluster combine's result area fits");
-  const bool in_cluster = T::kTiles == 1 && p.splits > 1 && p.cluster_combine;
+  static_assert((T::kTiles * (T::kTileElems + T::kMergeFloats * 2)) * 2 + T::kTiles * kRows * (D + 1) * 4 <=
+                    smem_bytes(D, T::kTiles, kWarps),
+                "the cluster combine's result areas fit");
+  const bool in_cluster = p.splits > 1 && p.cluster_combine;
   merge_warps<T>(p, w, row0, thr_mma, acc_o, softmax, merge_area + rt * T::kMergeFloats * 2,
-                 in_cluster ? cluster_result : nullptr);
+                 in_cluster ? cluster_result + rt * kRows * (D + 1) : nullptr);
   static_assert(kRows * (kMaxSplits + 1) * 4 <= smem_bytes(D), "the fused combine's scratch fits");
-  // The plan combines in the kernel for calls of one row tile per CTA only (kFusedCombineRows, kMaxClusterSplits).
-  if constexpr (T::kTiles == 1) {
-    if (in_cluster)
-      combine_in_cluster<Element, D, kWarps>(p, w, row0, cluster_result);
-    else if (p.splits > 1 && p.arrivals)
-      combine_if_last<Element, D, kWarps>(p, w, row0, reinterpret_cast<float*>(smem));
+  if (in_cluster) {
+    const int cta_row0 = T::kTiles == 1 ? row0 : (w.tile - rt) * kRows;  // the CTA's first packed row
+    combine_in_cluster<Element, D, T::kThreads, T::kTiles>(p, w, cta_row0, cluster_result);
+  } else if constexpr (T::kTiles == 1) {  // the plan fuses the workspace combine for one-tile CTAs only (kFusedCombineRows)
+    if (p.splits > 1 && p.arrivals) combine_if_last<Element, D, kWarps>(p, w, row0, reinterpret_cast<float*>(smem));
   }
 }
 

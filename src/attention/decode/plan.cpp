@@ -65,10 +65,10 @@ Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_
     pl.warps = kWideWarps;
     split(kWideWarps, wide_per_sm);
   }
-  // Clusters combine the splits of one-tile CTAs: pairs always, larger ones only while the grid takes
-  // at most half the wave's CTA slots (past that the GPU runs some of a cluster's CTAs two to an SM
-  // and the slowest holds the cluster: slower than the workspace combine on long calls).
-  const bool cluster = pl.tiles_per_cta == 1 && splits > 1 && splits <= std::min(cluster_limit, kMaxClusterSplits) &&
+  // Clusters combine the splits: pairs always, larger ones only while the grid takes at most half the
+  // wave's CTA slots (past that the GPU runs some of a cluster's CTAs two to an SM and the slowest
+  // holds the cluster: slower than the workspace combine on long calls).
+  const bool cluster = splits > 1 && splits <= std::min(cluster_limit, kMaxClusterSplits) &&
                        (splits == 2 || units * splits * 2 <= int64_t(std::max(1, sms)) * wave_ctas);
   // No more than the workspace holds (a cluster combine needs none), and no more CTAs than a 1-D grid
   // walk counts.
