@@ -1128,22 +1128,30 @@ TEST(DecodePlan, FewSplitsCombineInACluster) {
     EXPECT_EQ(p.workspace_bytes, c.cluster ? 0 : dec::workspace_bytes(c.batch, c.hkv, p.row_tiles, p.splits, c.d));
   }
   // Every cluster plan: 2..kMaxClusterSplits splits, a whole number of clusters, no workspace; every
-  // plan of 2 splits, or of few enough CTAs, is one.
-  for (int64_t sk : {1, 16, 100, 1024, 4096, 8192, 1 << 17})
-    for (int64_t batch : {1, 2, 8, 64})
-      for (int d : {64, 96, 128, 256}) {
-        const dec::Plan p = dec::make_plan(batch, 1, sk, 32, 8, d, 132, dec::ctas_per_sm(d, 228 * 1024), SIZE_MAX, -1, hopper);
-        SCOPED_TRACE("sk " + std::to_string(sk) + " batch " + std::to_string(batch) + " d " + std::to_string(d));
-        if (p.cluster_combine) {
-          EXPECT_GE(p.splits, 2);
-          EXPECT_LE(p.splits, dec::kMaxClusterSplits);
-          EXPECT_EQ(p.ctas % p.splits, 0);
-          EXPECT_EQ(p.workspace_bytes, 0u);
+  // plan of 2 splits, or of few enough CTAs, is one. One row tile (Sq 1, 32/8), two in a CTA (Sq 4, 64/8: 32 packed rows), four one-tile CTAs (Sq 8, 64/8).
+  for (int64_t sq : {1, 4, 8})
+    for (int64_t sk : {1, 16, 100, 1024, 4096, 8192, 1 << 17})
+      for (int64_t batch : {1, 2, 8, 64})
+        for (int d : {64, 96, 128, 256}) {
+          const int64_t hq = sq == 1 ? 32 : 64;
+          const dec::Plan p =
+              dec::make_plan(batch, sq, sk, hq, 8, d, 132, dec::ctas_per_sm(d, 228 * 1024), SIZE_MAX, -1, hopper);
+          SCOPED_TRACE("sq " + std::to_string(sq) + " sk " + std::to_string(sk) + " batch " + std::to_string(batch) +
+                       " d " + std::to_string(d));
+          if (p.cluster_combine) {
+            EXPECT_GE(p.splits, 2);
+            EXPECT_LE(p.splits, dec::kMaxClusterSplits);
+            EXPECT_EQ(p.ctas % p.splits, 0);
+            EXPECT_EQ(p.workspace_bytes, 0u);
+          }
+          if (p.splits == 2 || (p.splits > 1 && p.splits <= dec::kMaxClusterSplits && p.ctas <= 66)) {
+            EXPECT_TRUE(p.cluster_combine);
+          }
+          if (p.warps == dec::kWideWarps) {  // wide CTAs: d = 64, one tile each
+            EXPECT_TRUE(dec::has_wide(d));
+            EXPECT_EQ(p.tiles_per_cta, 1);
+          }
         }
-        if (p.splits == 2 || (p.splits > 1 && p.splits <= dec::kMaxClusterSplits && p.ctas <= 66)) {
-          EXPECT_TRUE(p.cluster_combine);
-        }
-      }
 }
 
 TEST(DecodePlan, SharedMemoryDecidesCtasPerSm) {
