@@ -92,7 +92,8 @@ struct Plan {
 size_t workspace_bytes(int64_t batch, int64_t heads_kv, int row_tiles, int splits, int d);
 
 // The plan for a problem on `sms` SMs (the SM budget where one is set) holding `ctas_per_sm` CTAs
-// of kWarps warps a tile each (ctas_per_sm()), given `workspace_bytes` of workspace (SIZE_MAX: as much as the plan wants): when batch x KV
+// of kWarps warps a tile each (ctas_per_sm()), given `workspace_bytes` of workspace (SIZE_MAX: as
+// much as the plan wants): when batch x KV
 // heads x row tiles (tiles_per_cta to a CTA) cannot fill a wave, as many splits as keep every CTA in
 // that first wave (a second, partial wave of memory-bound CTAs costs more than one split fewer), each
 // split at least kMinBlocksPerWarp key blocks per warp, and no more splits than the workspace holds.

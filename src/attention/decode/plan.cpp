@@ -37,9 +37,12 @@ Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_
   // Keys before the first row's window are seen by no row.
   if (window_left >= 0) pl.key_block0 = int(std::max<int64_t>(0, seqlen_k - seqlen_q - window_left) / kBlockN);
   const int64_t key_blocks = std::max<int64_t>(1, (seqlen_k + kBlockN - 1) / kBlockN - pl.key_block0);
-  int64_t splits = 1;
-  int wave_ctas = 1;
-  // The splits for CTAs of `warps` warps a tile, `per_sm` of which fit an SM.
+  // The splits for CTAs of `warps` warps a tile, `per_sm` of which fit an SM, and the CTAs per SM
+  // of the wave they fill.
+  struct Split {
+    int64_t splits;
+    int wave_ctas;
+  };
   auto split = [&](int warps, int per_sm) {
     auto splits_for = [&](int wave) {
       const int64_t target = int64_t(std::max(1, sms)) * wave;
@@ -47,24 +50,23 @@ Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_
                                 std::max<int64_t>(1, key_blocks / (warps * kMinBlocksPerWarp)), kMaxSplits});
     };
     const int wave = wave_ctas_per_sm(d, cta_tiles, per_sm, warps);
-    splits = splits_for(wave);
-    wave_ctas = wave;
-    if (wave > 1 && cta_tiles == 1 && key_blocks / (splits * warps) < kMinBlocksPerWarpExtraCtas) {
-      splits = splits_for(1);
-      wave_ctas = 1;
-    }
+    const int64_t splits = splits_for(wave);
+    if (wave > 1 && cta_tiles == 1 && key_blocks / (splits * warps) < kMinBlocksPerWarpExtraCtas)
+      return Split{splits_for(1), 1};
+    return Split{splits, wave};
   };
   // A CTA of two row tiles keeps one tile's rings (and its bytes in flight), so the wave is the one-tile
   // rule's; it holds both tiles' warps and registers, so an SM fits tiles_per_cta times fewer.
-  split(kWarps, std::max(1, ctas_per_sm / pl.tiles_per_cta));
+  const Split narrow = split(kWarps, std::max(1, ctas_per_sm / pl.tiles_per_cta));
   // Wide CTAs where the keys split or CTAs share a KV head, in the shared memory that holds
   // ctas_per_sm narrow ones (each with the CTA's reserved 1 KB).
   const int wide_per_sm = int(int64_t(ctas_per_sm) * (smem_bytes(d) + 1024) / (smem_bytes(d, 1, kWideWarps) + 1024));
-  if (has_wide(d) && pl.tiles_per_cta == 1 && (splits > 1 || cta_tiles > 1) && wide_per_sm >= 1 &&
-      key_blocks / (splits * kWarps) >= kMinStepsForWide) {
+  if (has_wide(d) && pl.tiles_per_cta == 1 && (narrow.splits > 1 || cta_tiles > 1) && wide_per_sm >= 1 &&
+      key_blocks / (narrow.splits * kWarps) >= kMinStepsForWide)
     pl.warps = kWideWarps;
-    split(kWideWarps, wide_per_sm);
-  }
+  const Split chosen = pl.warps == kWideWarps ? split(kWideWarps, wide_per_sm) : narrow;
+  int64_t splits = chosen.splits;
+  const int wave_ctas = chosen.wave_ctas;
   // Clusters combine the splits: pairs always, larger ones only while the grid takes at most half the
   // wave's CTA slots (past that the GPU runs some of a cluster's CTAs two to an SM and the slowest
   // holds the cluster: slower than the workspace combine on long calls).
