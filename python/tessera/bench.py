@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import json
 import math
 import os
@@ -169,6 +170,20 @@ def host_us(torch, fn, sets, calls):
     return wall / calls * 1e6, cpu / calls * 1e6
 
 
+def settle(torch):
+    """Hands the allocator's free blocks back to the driver and waits while it scrubs them. The driver
+    clears freed device memory in the background, on HBM bandwidth: kernels timed while a few GB are
+    being cleared run slower, whichever library they come from, and torch.cuda.graph frees the cache
+    as a capture starts (a large fp32 reference computed before a capture is such a few GB)."""
+    gc.collect()
+    torch.cuda.synchronize()
+    held = torch.cuda.memory_reserved()
+    torch.cuda.empty_cache()
+    freed = held - torch.cuda.memory_reserved()
+    if freed > 0:
+        time.sleep(0.01 + 0.005 * freed / (1 << 30))  # idle time in proportion, with margin
+
+
 def capture_graph(torch, fn, warmup=2):
     """fn() captured in one CUDA graph; returns (graph, fn's output, which each replay rewrites). The
     warm-up runs on a side stream first, as torch's docs require (lazy initialisation, allocator)."""
@@ -178,6 +193,7 @@ def capture_graph(torch, fn, warmup=2):
         for _ in range(warmup):
             fn()
     torch.cuda.current_stream().wait_stream(side)
+    settle(torch)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         out = fn()

@@ -16,6 +16,8 @@ import json
 import statistics
 import sys
 
+from .bench import settle
+
 # (batch, Sq, Sk, Hq, Hkv, D)
 def full_shapes(sqs=(1, 4)):
     """The full grid at these query lengths (K + V at most 2 GiB)."""
@@ -92,7 +94,7 @@ def capture(torch, fn):
     with torch.cuda.stream(s):
         fn()  # warm-up outside the graph (plans, workspace, backend set-up)
     torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
+    settle(torch)  # a previous shape's K/V or the fp32 reference, freed now, would be scrubbed while timed
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         fn()
