@@ -19,6 +19,36 @@ HAVE_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
 needs_transformers = pytest.mark.skipif(not HAVE_TRANSFORMERS, reason="transformers is not installed")
 
 
+# ------------------------------------------------------------------------------- timing method
+
+
+class _FakeCuda:
+    """torch.cuda's allocator calls as settle() sees them: `held` bytes reserved, `kept` after emptying."""
+
+    def __init__(self, held, kept):
+        self.reserved, self.kept, self.calls = held, kept, []
+
+    def synchronize(self):
+        self.calls.append("synchronize")
+
+    def memory_reserved(self):
+        return self.reserved
+
+    def empty_cache(self):
+        self.calls.append("empty_cache")
+        self.reserved = self.kept
+
+
+def test_settle_idles_in_proportion_to_the_memory_it_frees(monkeypatch):
+    naps = []
+    monkeypatch.setattr(bench.time, "sleep", naps.append)
+    for held, kept in ((10 << 30, 2 << 30), (1 << 30, 1 << 30)):
+        cuda = _FakeCuda(held, kept)
+        bench.settle(types.SimpleNamespace(cuda=cuda))
+        assert cuda.calls == ["synchronize", "empty_cache"]  # the GPU idle before the cache is emptied
+    assert naps == [pytest.approx(0.01 + 0.005 * 8)]  # 8 GB freed: one nap; nothing freed: none
+
+
 # ------------------------------------------------------------------------------- gemm suite
 
 
