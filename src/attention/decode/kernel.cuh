@@ -112,6 +112,11 @@ __device__ __forceinline__ Row row_of(const DecodeParams& p, int hkv, int r) {
   return {token, hkv * p.group + r - token * p.group};
 }
 
+// The LSE (natural log) of output row q of batch b, for callers that were asked for LSEs.
+__device__ __forceinline__ void store_lse(const AttnParams& a, int b, Row q, float lse) {
+  a.lse[(int64_t(b) * a.heads_q + q.head) * a.seqlen_q + q.token] = lse;
+}
+
 // The fused combine, after a CTA has written its split's partials: the CTA whose split arrives last
 // at its (batch, KV head, row tile) combines the tile's rows and zeroes the count again for the next
 // launch on the slot. Counts are 8 bits (splits <= kMaxSplits < 256), four tiles a word. The rows
@@ -159,9 +164,7 @@ __device__ __forceinline__ void combine_if_last(const DecodeParams& p, const Pla
     if (lane == 0) {
       scale[r] = sum > 0.0f ? 1.0f / sum : 0.0f;
       const Row q = row_of(p, w.hkv, row0 + r);
-      if (a.lse)
-        a.lse[(int64_t(w.b) * a.heads_q + q.head) * a.seqlen_q + q.token] =
-            sum > 0.0f ? (mx + __log2f(sum)) * 0.69314718055994530942f : -INFINITY;
+      if (a.lse) store_lse(a, w.b, q, sum > 0.0f ? (mx + __log2f(sum)) * 0.69314718055994530942f : -INFINITY);
     }
   }
   __syncthreads();
@@ -249,9 +252,7 @@ __device__ __forceinline__ void combine_in_cluster(const DecodeParams& p, const 
     const Row q = row_of(p, w.hkv, row0 + tr);
     *reinterpret_cast<uint4*>(static_cast<Element*>(a.o) + w.b * a.o_stride[0] + q.token * a.o_stride[1] +
                               q.head * a.o_stride[2] + c) = *reinterpret_cast<const uint4*>(out);
-    if (a.lse && c == 0)
-      a.lse[(int64_t(w.b) * a.heads_q + q.head) * a.seqlen_q + q.token] =
-          sum > 0.0f ? (mx + __log2f(sum)) * 0.69314718055994530942f : -INFINITY;
+    if (a.lse && c == 0) store_lse(a, w.b, q, sum > 0.0f ? (mx + __log2f(sum)) * 0.69314718055994530942f : -INFINITY);
   }
   cluster.sync();  // no CTA leaves (and frees its shared memory) while another still reads it
 #else
@@ -320,8 +321,7 @@ __device__ __forceinline__ void merge_warps(const DecodeParams& p, const Place& 
       for (int e = 0; e < 8; ++e) out[e] = Element(o[e]);
       *reinterpret_cast<uint4*>(static_cast<Element*>(a.o) + w.b * a.o_stride[0] + q.token * a.o_stride[1] +
                                 q.head * a.o_stride[2] + c) = *reinterpret_cast<const uint4*>(out);
-      if (a.lse && c == 0)
-        a.lse[(int64_t(w.b) * a.heads_q + q.head) * a.seqlen_q + q.token] = lse2 * 0.69314718055994530942f;
+      if (a.lse && c == 0) store_lse(a, w.b, q, lse2 * 0.69314718055994530942f);
     } else if (cluster_result) {
       float4* dst = reinterpret_cast<float4*>(cluster_result + r * D + c);
       dst[0] = make_float4(o[0], o[1], o[2], o[3]);
@@ -628,9 +628,7 @@ __device__ __forceinline__ void combine_row(const DecodeParams& p, int b, int hk
   Element* dst = static_cast<Element*>(a.o) + b * a.o_stride[0] + q.token * a.o_stride[1] + q.head * a.o_stride[2];
   CUTE_UNROLL
   for (int e = 0; e < kPer; ++e) dst[lane + 32 * e] = Element(o[e] * inv);
-  if (a.lse && lane == 0)
-    a.lse[(int64_t(b) * a.heads_q + q.head) * a.seqlen_q + q.token] =
-        sum > 0.0f ? (mx + __log2f(sum)) * 0.69314718055994530942f : -INFINITY;
+  if (a.lse && lane == 0) store_lse(a, b, q, sum > 0.0f ? (mx + __log2f(sum)) * 0.69314718055994530942f : -INFINITY);
 }
 
 // The combine kernel (when the decode kernel has no arrival counters): one warp per output row
