@@ -1163,6 +1163,24 @@ TEST(DecodePlan, SharedMemoryDecidesCtasPerSm) {
   EXPECT_EQ(dec::ctas_per_sm(128, 100 * 1024), 0);  // sm_86/89: the prefill family runs instead
 }
 
+TEST(DecodePlan, EveryCtaShapeCountsItsCtasPerSmOneWay) {
+  // The counts make_plan fills waves with are the ones the kernels are built for (Traits::kMinCtasPerSm
+  // at kHopperSmemPerSm): narrow CTAs by shared memory, two-tile CTAs a tile's share, wide CTAs the
+  // narrow ones' memory.
+  const int hopper = dec::kHopperSmemPerSm;
+  EXPECT_EQ(dec::shape_ctas_per_sm(64, 1, dec::kWarps, dec::ctas_per_sm(64, hopper)), 4);
+  EXPECT_EQ(dec::shape_ctas_per_sm(64, 2, dec::kWarps, dec::ctas_per_sm(64, hopper)), 2);
+  EXPECT_EQ(dec::shape_ctas_per_sm(64, 1, dec::kWideWarps, dec::ctas_per_sm(64, hopper)), 2);
+  EXPECT_EQ(dec::shape_ctas_per_sm(96, 1, dec::kWarps, dec::ctas_per_sm(96, hopper)), 3);
+  EXPECT_EQ(dec::shape_ctas_per_sm(128, 2, dec::kWarps, dec::ctas_per_sm(128, hopper)), 1);
+  EXPECT_EQ(dec::shape_ctas_per_sm(256, 1, dec::kWarps, dec::ctas_per_sm(256, hopper)), 1);
+  // A100 (164 KB): fewer narrow CTAs, and never fewer than one two-tile CTA.
+  EXPECT_EQ(dec::shape_ctas_per_sm(64, 1, dec::kWarps, dec::ctas_per_sm(64, 164 * 1024)), 3);
+  EXPECT_EQ(dec::shape_ctas_per_sm(128, 2, dec::kWarps, dec::ctas_per_sm(128, 164 * 1024)), 1);
+  // The plan runs wide CTAs only where one fits: with room for a single narrow CTA, none does.
+  EXPECT_EQ(dec::shape_ctas_per_sm(64, 1, dec::kWideWarps, 1), 0);
+}
+
 TEST(DecodeKvRows, PagedAddressesSplitIntoPageAndRow) {
   // A paged cache [pages, page_size, Hkv, D]: key j of a batch lives in page table[j / page_size],
   // row j % page_size. The decode kernel resolves (page, row) once per 32 steps and a step computes

@@ -69,6 +69,20 @@ constexpr int stages_for(int d) { return d > 128 ? 2 : 3; }
 constexpr int smem_bytes(int d, int tiles = 1, int warps = kWarps) {
   return (warps * stages_for(d) * 2 * kBlockN + kRows * tiles) * d * 2;
 }
+// CTAs of the decode kernel one SM holds at head dim d (its shared memory; 0: it does not fit); the
+// CTA's reserved 1 KB included in smem_per_sm and per CTA.
+constexpr int ctas_per_sm(int d, int smem_per_sm) { return smem_per_sm / (smem_bytes(d) + 1024); }
+// CTAs one SM holds of a CTA shape (row tiles, warps a tile) where `narrow` one-tile kWarps CTAs fit
+// (ctas_per_sm): a two-tile CTA holds both tiles' warps and registers in one tile's rings, so an SM
+// fits `tiles` times fewer (at least one); a wide CTA takes the shared memory of the narrow ones.
+// make_plan fills waves by these counts; the kernel is built for Hopper's (Traits::kMinCtasPerSm), so
+// that its registers never hold an SM to fewer CTAs than the plan counts on.
+constexpr int shape_ctas_per_sm(int d, int tiles, int warps, int narrow) {
+  return tiles > 1           ? (narrow / tiles > 1 ? narrow / tiles : 1)
+         : warps != kWarps ? int(int64_t(narrow) * (smem_bytes(d) + 1024) / (smem_bytes(d, 1, warps) + 1024))
+                           : narrow;
+}
+constexpr int kHopperSmemPerSm = 228 * 1024;  // 227 KB a CTA may opt into + its reserved 1 KB
 // K/V bytes a CTA keeps in flight: every ring but the block its warps work on.
 constexpr int bytes_in_flight(int d, int warps = kWarps) { return warps * (stages_for(d) - 1) * 2 * kBlockN * d * 2; }
 // How a call is cut into CTAs.
@@ -119,8 +133,6 @@ int cluster_limit_for(int cc_major, int max_sms, bool sm80_paths);
 // check on split length; cta_tiles: the CTAs that share a (batch, KV head) and split.
 int wave_ctas_per_sm(int d, int cta_tiles, int ctas_per_sm, int warps = kWarps);
 
-// CTAs of the decode kernel one SM holds at head dim d (its shared memory; 0: it does not fit).
-int ctas_per_sm(int d, int smem_per_sm);
 
 // The two kernels' parameters beyond AttnParams.
 struct DecodeParams {

@@ -31,9 +31,10 @@ struct Traits {
   // kTiles row tiles of kWarps warps each; warp w of every tile walks ring w.
   static constexpr int D = D_, kStages = stages_for(D_), kTiles = kTiles_, kWarps = kWarps_;
   static constexpr int kThreads = 32 * kWarps * kTiles;
-  // 256-thread CTAs at d = 64 (wide, or two narrow tiles) two to an SM, as their shared memory allows
-  // and make_plan counts on: at most 128 registers.
-  static constexpr int kMinCtasPerSm = kTiles * kWarps == 8 && D <= 64 ? 2 : 1;
+  // As many CTAs per SM as make_plan counts on (Hopper's shared memory): registers to match.
+  static constexpr int kMinCtasPerSm = shape_ctas_per_sm(D, kTiles, kWarps, ctas_per_sm(D, kHopperSmemPerSm)) > 1
+                                           ? shape_ctas_per_sm(D, kTiles, kWarps, ctas_per_sm(D, kHopperSmemPerSm))
+                                           : 1;
   using Element = typename sm80::ElementOf<BF16>::type;
   // The sm80 family's swizzled rows (sm80/kernel.cuh), at 16 rows: conflict-free ldmatrix.
   static constexpr int kAtomCols = D % 64 == 0 ? 64 : 32;

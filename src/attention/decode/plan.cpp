@@ -13,8 +13,6 @@ size_t workspace_bytes(int64_t batch, int64_t heads_kv, int row_tiles, int split
   return size_t(splits) * rows * (size_t(d) + 1) * sizeof(float);
 }
 
-int ctas_per_sm(int d, int smem_per_sm) { return smem_per_sm / (smem_bytes(d) + 1024); }  // + the CTA's reserved 1 KB
-
 int wave_ctas_per_sm(int d, int cta_tiles, int ctas_per_sm, int warps) {
   if (cta_tiles > 1) return std::min(ctas_per_sm, kMaxSharedKvCtasPerSm);  // more CTAs in flight gain there, to a point
   // Fewer, longer splits, as many per SM as keep the bytes in flight: less to merge.
@@ -57,10 +55,10 @@ Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_
   };
   // A CTA of two row tiles keeps one tile's rings (and its bytes in flight), so the wave is the one-tile
   // rule's; it holds both tiles' warps and registers, so an SM fits tiles_per_cta times fewer.
-  const Split narrow = split(kWarps, std::max(1, ctas_per_sm / pl.tiles_per_cta));
+  const Split narrow = split(kWarps, shape_ctas_per_sm(d, pl.tiles_per_cta, kWarps, ctas_per_sm));
   // Wide CTAs where the keys split or CTAs share a KV head, in the shared memory that holds
   // ctas_per_sm narrow ones (each with the CTA's reserved 1 KB).
-  const int wide_per_sm = int(int64_t(ctas_per_sm) * (smem_bytes(d) + 1024) / (smem_bytes(d, 1, kWideWarps) + 1024));
+  const int wide_per_sm = shape_ctas_per_sm(d, 1, kWideWarps, ctas_per_sm);
   if (has_wide(d) && pl.tiles_per_cta == 1 && (narrow.splits > 1 || cta_tiles > 1) && wide_per_sm >= 1 &&
       key_blocks / (narrow.splits * kWarps) >= kMinStepsForWide)
     pl.warps = kWideWarps;
