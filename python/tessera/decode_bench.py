@@ -8,7 +8,7 @@ tessera.attention_with_kvcache on the same keys as a contiguous cache [B, Sk, Hk
 pages of it in random order ("paged<size>", with its time over the contiguous cache's), not causal (SDPA aligns a causal mask
 top-left when Sq != Sk, tessera bottom-right; with Sq = 1 both see every key). Per shape: 20 calls
 captured in one graph per backend, K/V rotated over enough copies that L2 never holds them, median
-of the replays. Reports us per call, GB/s of K/V + Q/O bytes, % of --hbm-gbs, and tessera's ratio
+of the replays; before each capture the memory freed so far is scrubbed while the GPU idles (settle()). Reports us per call, GB/s of K/V + Q/O bytes, % of --hbm-gbs, and tessera's ratio
 to the best SDPA backend (> 1: tessera faster). Every output is checked against SDPA's.
 """
 import argparse
