@@ -8,15 +8,16 @@ tessera.attention_with_kvcache on the same keys as a contiguous cache [B, Sk, Hk
 pages of it in random order ("paged<size>", with its time over the contiguous cache's), not causal (SDPA aligns a causal mask
 top-left when Sq != Sk, tessera bottom-right; with Sq = 1 both see every key). Per shape: 20 calls
 captured in one graph per backend, K/V rotated over enough copies that L2 never holds them, median
-of the replays; before each capture the memory freed so far is scrubbed while the GPU idles (settle()). Reports us per call, GB/s of K/V + Q/O bytes, % of --hbm-gbs, and tessera's ratio
-to the best SDPA backend (> 1: tessera faster). Every output is checked against SDPA's.
+of the replays; before each capture the memory freed so far is scrubbed while the GPU idles
+(bench.settle). Reports us per call, GB/s of K/V + Q/O bytes, % of --hbm-gbs, and tessera's ratio to
+the best SDPA backend (> 1: tessera faster). Every output is checked against SDPA's.
 """
 import argparse
 import json
 import statistics
 import sys
 
-from .bench import settle
+from .bench import capture_graph
 
 # (batch, Sq, Sk, Hq, Hkv, D)
 def full_shapes(sqs=(1, 4)):
@@ -74,6 +75,12 @@ def summary(rows, hbm_gbs):
     return lines
 
 
+def capture(torch, fn):
+    """fn() as one CUDA graph, warmed once (plans, workspace, backend set-up) and captured after the
+    memory freed so far is scrubbed (bench.settle: a previous shape's K/V or the fp32 reference)."""
+    return capture_graph(torch, fn, warmup=1)[0]
+
+
 def replay_us(torch, graph, calls, reps=15):
     graph.replay()
     torch.cuda.synchronize()
@@ -86,19 +93,6 @@ def replay_us(torch, graph, calls, reps=15):
         e1.synchronize()
         out.append(e0.elapsed_time(e1) * 1000 / calls)
     return statistics.median(out)
-
-
-def capture(torch, fn):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()  # warm-up outside the graph (plans, workspace, backend set-up)
-    torch.cuda.current_stream().wait_stream(s)
-    settle(torch)  # a previous shape's K/V or the fp32 reference, freed now, would be scrubbed while timed
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    return g
 
 
 def plot(rows, hbm_gbs, title, path):
