@@ -32,9 +32,8 @@ struct Traits {
   static constexpr int D = D_, kStages = stages_for(D_), kTiles = kTiles_, kWarps = kWarps_;
   static constexpr int kThreads = 32 * kWarps * kTiles;
   // As many CTAs per SM as make_plan counts on (Hopper's shared memory): registers to match.
-  static constexpr int kMinCtasPerSm = shape_ctas_per_sm(D, kTiles, kWarps, ctas_per_sm(D, kHopperSmemPerSm)) > 1
-                                           ? shape_ctas_per_sm(D, kTiles, kWarps, ctas_per_sm(D, kHopperSmemPerSm))
-                                           : 1;
+  static constexpr int kMinCtasPerSm =
+      cute::max(1, shape_ctas_per_sm(D, kTiles, kWarps, ctas_per_sm(D, kHopperSmemPerSm)));
   using Element = typename sm80::ElementOf<BF16>::type;
   // The sm80 family's swizzled rows (sm80/kernel.cuh), at 16 rows: conflict-free ldmatrix.
   static constexpr int kAtomCols = D % 64 == 0 ? 64 : 32;

@@ -54,10 +54,9 @@ Plan make_plan(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_
     return Split{splits, wave};
   };
   // A CTA of two row tiles keeps one tile's rings (and its bytes in flight), so the wave is the one-tile
-  // rule's; it holds both tiles' warps and registers, so an SM fits tiles_per_cta times fewer.
+  // rule's, of the CTAs an SM holds of that shape (shape_ctas_per_sm).
   const Split narrow = split(kWarps, shape_ctas_per_sm(d, pl.tiles_per_cta, kWarps, ctas_per_sm));
-  // Wide CTAs where the keys split or CTAs share a KV head, in the shared memory that holds
-  // ctas_per_sm narrow ones (each with the CTA's reserved 1 KB).
+  // Wide CTAs where the keys split or CTAs share a KV head.
   const int wide_per_sm = shape_ctas_per_sm(d, 1, kWideWarps, ctas_per_sm);
   if (has_wide(d) && pl.tiles_per_cta == 1 && (narrow.splits > 1 || cta_tiles > 1) && wide_per_sm >= 1 &&
       key_blocks / (narrow.splits * kWarps) >= kMinStepsForWide)
